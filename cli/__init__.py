@@ -1,0 +1,1 @@
+"""The `pybackward` command line (installed as the `pybackward_cli` package)."""

@@ -1,0 +1,16 @@
+"""pybackward: append the backward section to PaddlePaddle static programs.
+
+    import pybackward
+    prog = pybackward.load("model.pb")
+    params_grads = pybackward.append_backward(prog.var("mean_0.tmp_0"))
+    pybackward.save(prog, "model_with_backward.pb")
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import (ArgumentError, CheckFailedError, ExecutionError, ProgramFileError,  # noqa: F401
+                     PyBackwardError, UnknownOpError, VarNotFoundError)
+from .io import dumps, load, loads, save  # noqa: F401
+from .program import Block, Operator, Program, Variable  # noqa: F401
+from . import text  # noqa: F401

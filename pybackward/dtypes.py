@@ -1,0 +1,81 @@
+"""Paddle's VarType.Type data types and their NumPy equivalents."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._proto import framework_pb2 as pb
+
+VarType = pb.VarType
+
+_TO_NUMPY: dict[int, np.dtype] = {
+    VarType.BOOL: np.dtype(np.bool_),
+    VarType.INT16: np.dtype(np.int16),
+    VarType.INT32: np.dtype(np.int32),
+    VarType.INT64: np.dtype(np.int64),
+    VarType.FP16: np.dtype(np.float16),
+    VarType.FP32: np.dtype(np.float32),
+    VarType.FP64: np.dtype(np.float64),
+    VarType.UINT8: np.dtype(np.uint8),
+    VarType.INT8: np.dtype(np.int8),
+    VarType.COMPLEX64: np.dtype(np.complex64),
+    VarType.COMPLEX128: np.dtype(np.complex128),
+    VarType.UINT16: np.dtype(np.uint16),
+    VarType.UINT32: np.dtype(np.uint32),
+    VarType.UINT64: np.dtype(np.uint64),
+}
+_FROM_NUMPY: dict[np.dtype, int] = {v: k for k, v in _TO_NUMPY.items()}
+
+#: Paddle's names for data types, as `paddle.float32` spells them.
+_NAMES = {
+    "bool": VarType.BOOL, "int16": VarType.INT16, "int32": VarType.INT32,
+    "int64": VarType.INT64, "float16": VarType.FP16, "float32": VarType.FP32,
+    "float64": VarType.FP64, "uint8": VarType.UINT8, "int8": VarType.INT8,
+    "bfloat16": VarType.BF16, "complex64": VarType.COMPLEX64,
+    "complex128": VarType.COMPLEX128, "uint16": VarType.UINT16,
+    "uint32": VarType.UINT32, "uint64": VarType.UINT64,
+}
+
+FLOAT_TYPES = frozenset({VarType.FP16, VarType.FP32, VarType.FP64, VarType.BF16,
+                         VarType.COMPLEX64, VarType.COMPLEX128,
+                         VarType.FP8_E4M3FN, VarType.FP8_E5M2})
+
+#: Var types that hold a tensor description (and so a dtype and dims).
+TENSOR_VAR_TYPES = {
+    VarType.DENSE_TENSOR: "dense_tensor",
+    VarType.DENSE_TENSOR_ARRAY: "tensor_array",
+    VarType.SELECTED_ROWS: "selected_rows",
+}
+
+
+def to_numpy(data_type: int) -> np.dtype:
+    """NumPy dtype of a VarType.Type value (bfloat16 and fp8 have none)."""
+    try:
+        return _TO_NUMPY[data_type]
+    except KeyError:
+        raise KeyError(f"data type {type_name(data_type)} has no NumPy equivalent") from None
+
+
+def from_any(dtype) -> int:
+    """VarType.Type value of a NumPy dtype, a name ('float32') or an int."""
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
+        if dtype not in VarType.Type.values():
+            raise ValueError(f"unknown data type enum value {dtype}")
+        return dtype
+    if isinstance(dtype, str) and dtype in _NAMES:
+        return _NAMES[dtype]
+    try:
+        return _FROM_NUMPY[np.dtype(dtype)]
+    except (TypeError, KeyError):
+        raise ValueError(f"unsupported data type {dtype!r}") from None
+
+
+def type_name(data_type: int) -> str:
+    """Readable name of a VarType.Type value, e.g. 'FP32'."""
+    try:
+        return VarType.Type.Name(data_type)
+    except ValueError:
+        return f"<unknown type {data_type}>"
+
+
+def is_float(data_type: int) -> bool:
+    return data_type in FLOAT_TYPES

@@ -1,0 +1,94 @@
+"""Elementwise binary ops with Paddle's `axis` broadcasting, and their grads."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import broadcast_pair, unbroadcast
+from .registry import Call, GradSpec, OpDef, Sample, register
+
+XY_OUT = dict(inputs=("X", "Y"), outputs=("Out",), attrs_handled=("axis",))
+
+
+def _pair(c: Call):
+    x, y = c.x("X"), c.x("Y")
+    xb, yb = broadcast_pair(x, y, c.attr("axis", -1))
+    return x, y, xb, yb
+
+
+def _full(g, x, y, c):
+    xb, yb = broadcast_pair(x, y, c.attr("axis", -1))
+    return np.broadcast_to(g, np.broadcast_shapes(xb.shape, yb.shape))
+
+
+def _samples(rng: np.random.Generator, positive_y: bool = False, distinct: bool = False):
+    def y(shape):
+        v = rng.standard_normal(shape)
+        return np.abs(v) + 0.5 if positive_y else v
+
+    def x(shape):
+        v = rng.standard_normal(shape)
+        return np.abs(v) + 0.5 if positive_y else v
+    out = [
+        Sample({"X": [x((3, 4))], "Y": [y((3, 4))]}, {"axis": -1}),
+        Sample({"X": [x((2, 3, 4))], "Y": [y((3,))]}, {"axis": 1}, note="Y aligned at axis 1"),
+        Sample({"X": [x((2, 3, 4))], "Y": [y((4,))]}, {"axis": -1}, note="numpy broadcast"),
+        Sample({"X": [x((2, 3, 4))], "Y": [y((2, 1, 4))]}, {"axis": -1}),
+        Sample({"X": [x((3,))], "Y": [y((2, 3))]}, {"axis": -1}, note="X broadcast"),
+        Sample({"X": [x((2, 3, 4))], "Y": [y((3, 1))]}, {"axis": 1}, note="trailing 1 trimmed"),
+    ]
+    if distinct:  # max/min: keep X and Y apart so the kink is not sampled
+        for s in out:
+            s.inputs["Y"][0] = s.inputs["Y"][0] + 3.0 * np.sign(rng.standard_normal(s.inputs["Y"][0].shape))
+    return out
+
+
+def _binary(name: str, fwd, dx, dy, grad_inputs=("X", "Y", "Out@GRAD"), **sample_kw):
+    """Declare `elementwise_<name>` with grad `elementwise_<name>_grad`.
+
+    dx/dy(x, y, out, g) give the full-size grads before unbroadcasting.
+    """
+    def kernel(c: Call):
+        _, _, xb, yb = _pair(c)
+        x = c.x("X")
+        return {"Out": np.asarray(fwd(xb, yb)).astype(np.result_type(x, c.x("Y")), copy=False)}
+
+    def grad_kernel(c: Call):
+        x, y, xb, yb = _pair(c)
+        g = c.x("Out@GRAD")
+        out = c.x("Out") if c.has("Out") else fwd(xb, yb)
+        gx = dx(xb, yb, out, g) if c.wants("X@GRAD") else None
+        gy = dy(xb, yb, out, g) if c.wants("Y@GRAD") else None
+        res = {}
+        if gx is not None:
+            res["X@GRAD"] = unbroadcast(_full(gx, x, y, c), xb.shape).reshape(x.shape).astype(x.dtype, copy=False)
+        if gy is not None:
+            res["Y@GRAD"] = unbroadcast(_full(gy, x, y, c), yb.shape).reshape(y.shape).astype(y.dtype, copy=False)
+        return res
+
+    register(OpDef(
+        type=f"elementwise_{name}", **XY_OUT, kernel=kernel,
+        grad=GradSpec(f"elementwise_{name}_grad", grad_inputs, ("X@GRAD", "Y@GRAD"), kernel=grad_kernel),
+        samples=lambda rng: _samples(rng, **sample_kw),
+        doc=f"Out = X {name} Y, Y broadcast to X at `axis`"))
+
+
+# fmt: off
+_binary("add", np.add, lambda x, y, o, g: g,      lambda x, y, o, g: g)
+_binary("sub", np.subtract, lambda x, y, o, g: g, lambda x, y, o, g: -g)
+_binary("mul", np.multiply, lambda x, y, o, g: g * y, lambda x, y, o, g: g * x)
+_binary("div", np.divide, lambda x, y, o, g: g / y, lambda x, y, o, g: -g * o / y,
+        grad_inputs=("X", "Y", "Out", "Out@GRAD"), positive_y=True)
+_binary("max", np.maximum, lambda x, y, o, g: g * (x > y), lambda x, y, o, g: g * (x <= y), distinct=True)
+_binary("min", np.minimum, lambda x, y, o, g: g * (x < y), lambda x, y, o, g: g * (x >= y), distinct=True)
+_binary("pow", np.power, lambda x, y, o, g: g * y * np.power(x, y - 1),
+        lambda x, y, o, g: g * o * np.log(x), positive_y=True)
+# fmt: on
+
+
+def _grad_add(c: Call):
+    _, _, xb, yb = _pair(c)
+    return {"Out": xb + yb}
+
+
+register(OpDef(type="grad_add", **XY_OUT, kernel=_grad_add, grad=None,
+               doc="Out = X + Y; Paddle's in-place gradient accumulation op"))

@@ -1,0 +1,144 @@
+"""Run one registered op on arrays, and check its gradient by finite differences.
+
+This exercises an op's three declarations together - forward kernel, grad
+maker and grad kernel - without building a program, so every op with
+`samples` is checked the moment it is registered (tests/test_ops_registry.py
+walks the whole registry with it).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .. import attrs as _attrs
+from .._proto import framework_pb2 as pb
+from ..errors import UnknownOpError
+from . import registry
+from .registry import EMPTY_VAR_NAME, GRAD_SUFFIX, Call, FwdOp, GradOp, OpDef, Sample
+
+
+def encode_attrs(attrs: dict[str, Any]) -> list[pb.OpDesc.Attr]:
+    out = []
+    for k, v in attrs.items():
+        a = pb.OpDesc.Attr()
+        _attrs.encode(a, k, v)
+        out.append(a)
+    return out
+
+
+def grad_op_attrs(g: GradOp) -> dict[str, Any]:
+    """The decoded attrs a grad op will carry: its base attrs plus overrides."""
+    d = {a.name: _attrs.decode(a) for a in g.base_attrs}
+    for k, v in g.attrs.items():
+        d[k] = v[0] if isinstance(v, tuple) else v
+    return d
+
+
+def run_kernel(op_type: str, ins: dict[str, list[np.ndarray]], attrs: dict[str, Any],
+               outs: dict[str, list[str]], rng: np.random.Generator | None = None) -> dict[str, list[np.ndarray]]:
+    """Call an op's kernel; results as {slot: [arrays]} aligned with `outs`."""
+    opdef = registry.get(op_type)
+    if opdef.kernel is None:
+        raise UnknownOpError(f"op type '{op_type}' has no kernel")
+    res = opdef.kernel(Call(op_type, ins, attrs, outs, rng or np.random.default_rng(0)))
+    return {k: (list(v) if isinstance(v, (list, tuple)) else [v]) for k, v in res.items()}
+
+
+def _names(slot: str, n: int) -> list[str]:
+    return [f"{slot.lower()}{i}" for i in range(n)]
+
+
+@dataclasses.dataclass
+class OpGradResult:
+    var: str
+    max_abs: float
+    max_rel: float
+    ok: bool
+
+
+def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float = 1e-5,
+                  atol: float = 1e-7, seed: int = 0) -> list[OpGradResult]:
+    """Analytic grads (via the op's grad maker and grad kernels) vs central
+    differences of f(x) = sum over outputs of <v, out(x)>, in float64."""
+    rng = np.random.default_rng(seed)
+    ins_names = {s: _names(s, len(a)) for s, a in sample.inputs.items()}
+    values = {n: np.asarray(a) for s, arrs in sample.inputs.items() for n, a in zip(ins_names[s], arrs)}
+    out_counts = sample.outputs or {s: 1 for s in opdef.outputs}
+    outs_names = {s: _names(s, k) for s, k in out_counts.items()}
+
+    def forward(vals: dict[str, np.ndarray]) -> dict[str, list[np.ndarray]]:
+        ins = {s: [vals[n] for n in names] for s, names in ins_names.items()}
+        return run_kernel(opdef.type, ins, dict(sample.attrs), outs_names, np.random.default_rng(seed))
+
+    fwd_out = forward(values)
+    diff_out_slots = [s for s in outs_names if s not in opdef.intermediate_outputs]
+    cot: dict[str, np.ndarray] = {}
+    for s in diff_out_slots:
+        for n, arr in zip(outs_names[s], fwd_out.get(s, [])):
+            if np.issubdtype(arr.dtype, np.floating):
+                cot[n] = rng.standard_normal(arr.shape)
+
+    scope: dict[str, np.ndarray] = dict(values)
+    for s, names in outs_names.items():
+        for n, arr in zip(names, fwd_out.get(s, [])):
+            scope[n] = arr
+    for n, v in cot.items():
+        scope[n + GRAD_SUFFIX] = v
+    fwd = FwdOp(opdef.type, ins_names, outs_names, encode_attrs(sample.attrs), frozenset())
+    written: set[str] = set()  # grads of inputs written by an earlier grad op: accumulate
+    for g in opdef.make_grad(fwd):
+        g_ins = {s: [_lookup(scope, a) for a in args] for s, args in g.inputs.items()}
+        res = run_kernel(g.type, g_ins, grad_op_attrs(g), g.outputs)
+        for s, args in g.outputs.items():
+            for a, arr in zip(args, res.get(s, [])):
+                if a == EMPTY_VAR_NAME:
+                    continue
+                scope[a] = scope[a] + arr if a in written else arr
+                written.add(a)
+
+    wrt = sample.wrt if sample.wrt is not None else tuple(
+        s for s in (opdef.differentiable_inputs or tuple(ins_names)) if s in ins_names)
+    results = []
+    for s in wrt:
+        for n in ins_names[s]:
+            x = values[n]
+            if not np.issubdtype(x.dtype, np.floating):
+                continue
+            analytic = scope.get(n + GRAD_SUFFIX)
+            numeric = np.zeros_like(x, dtype=np.float64)
+            flat = numeric.reshape(-1)
+            for i in range(x.size):
+                plus, minus = dict(values), dict(values)
+                xp, xm = x.copy(), x.copy()
+                xp.reshape(-1)[i] += eps
+                xm.reshape(-1)[i] -= eps
+                plus[n], minus[n] = xp, xm
+                flat[i] = (_objective(forward(plus), outs_names, cot)
+                           - _objective(forward(minus), outs_names, cot)) / (2 * eps)
+            if analytic is None:
+                analytic = np.zeros_like(numeric)
+            analytic = np.asarray(analytic, dtype=np.float64).reshape(x.shape)
+            err = np.abs(analytic - numeric)
+            rel = err / np.maximum(np.abs(numeric), 1e-12)
+            ok = bool(np.all(err <= atol + rtol * np.abs(numeric)))
+            results.append(OpGradResult(f"{s}:{n}", float(err.max(initial=0.0)),
+                                        float(rel.max(initial=0.0)), ok))
+    return results
+
+
+def _lookup(scope: dict, name: str) -> np.ndarray:
+    if name in scope:
+        return scope[name]
+    raise KeyError(f"grad op input '{name}' was not computed")
+
+
+def _objective(out: dict[str, list[np.ndarray]], outs_names: dict[str, list[str]],
+               cot: dict[str, np.ndarray]) -> float:
+    total = 0.0
+    for s, names in outs_names.items():
+        for n, arr in zip(names, out.get(s, [])):
+            if n in cot:
+                total += float(np.sum(cot[n] * arr))
+    return total

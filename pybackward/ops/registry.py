@@ -1,0 +1,328 @@
+"""The op registry: the one place that knows op types.
+
+Each op type is declared once, with `register(OpDef(...))` in the module of
+its family (`ops/math.py`, `ops/nn.py`, ...):
+
+* `kernel`   - the NumPy forward kernel, `kernel(call) -> {slot: array(s)}`;
+* `grad`     - how its gradient is made: a `GradSpec` (the grad op declared
+               as data, as Paddle's backward.yaml does), a maker function for
+               the odd ones (`sum` -> N x `scale`), or `None` for an op with
+               no gradient (Paddle's "empty grad op maker": `fill_constant`,
+               `shape`, comparisons...). Such ops are never on the op path;
+* `samples`  - small inputs for the registry-wide finite-difference and
+               kernel tests, so a new op is tested the moment it is declared.
+
+Grad op types (`mul_grad`, ...) are ops too: a `GradSpec` may carry the
+kernel of its grad op, which is registered under the grad op's type. The
+gradient pass and the interpreter only ever call `get(op_type)`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ExecutionError, UnknownOpError
+
+GRAD_SUFFIX = "@GRAD"
+EMPTY_VAR_NAME = "@EMPTY@"
+
+
+# --------------------------------------------------------------------------
+# What a kernel sees
+# --------------------------------------------------------------------------
+class Call:
+    """One execution of an op: its input arrays, decoded attrs and output names."""
+
+    __slots__ = ("ins", "attrs", "outs", "op_type", "rng")
+
+    def __init__(self, op_type: str, ins: dict[str, list], attrs: dict[str, Any],
+                 outs: dict[str, list[str]], rng: np.random.Generator | None = None):
+        self.op_type = op_type
+        self.ins = ins
+        self.attrs = attrs
+        self.outs = outs
+        self.rng = rng
+
+    def x(self, slot: str) -> Any:
+        """The single (first) array of an input slot, or None if it is empty."""
+        v = self.ins.get(slot)
+        return v[0] if v else None
+
+    def xs(self, slot: str) -> list:
+        return self.ins.get(slot) or []
+
+    def has(self, slot: str) -> bool:
+        return bool(self.ins.get(slot))
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def wants(self, slot: str) -> bool:
+        """True if the op has a real (non-@EMPTY@) output in `slot`."""
+        return any(n != EMPTY_VAR_NAME for n in self.outs.get(slot, ()))
+
+    def n_out(self, slot: str) -> int:
+        return len(self.outs.get(slot, ()))
+
+    def unsupported(self, attr: str, value: Any, why: str = "") -> ExecutionError:
+        """The error for an attr value a kernel does not handle (never guess)."""
+        return ExecutionError(f"op {self.op_type}: attr {attr}={value!r} is not supported"
+                              + (f" ({why})" if why else ""))
+
+
+Kernel = Callable[[Call], Mapping[str, Any]]
+
+
+# --------------------------------------------------------------------------
+# Grad ops as data
+# --------------------------------------------------------------------------
+@dataclasses.dataclass
+class GradOp:
+    """A grad op while the pass builds it: slots as plain dicts, attrs as the
+    forward op's attr messages (copied verbatim) plus overrides."""
+
+    type: str
+    inputs: dict[str, list[str]]
+    outputs: dict[str, list[str]]
+    base_attrs: Sequence[Any] = ()           # pb.OpDesc.Attr messages to copy, in order
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)  # name -> value or (value, AttrType)
+    fresh: bool = False                      # created from nothing: fill Paddle's defaults
+
+    def input_args(self) -> Iterable[str]:
+        for args in self.inputs.values():
+            yield from args
+
+    def output_args(self) -> Iterable[str]:
+        for args in self.outputs.values():
+            yield from args
+
+    def rename_input(self, old: str, new: str) -> None:
+        for args in self.inputs.values():
+            for i, a in enumerate(args):
+                if a == old:
+                    args[i] = new
+
+    def rename_output(self, old: str, new: str) -> None:
+        for args in self.outputs.values():
+            for i, a in enumerate(args):
+                if a == old:
+                    args[i] = new
+
+
+@dataclasses.dataclass(frozen=True)
+class GradSpec:
+    """A grad op declared as data.
+
+    `inputs` lists what the grad op reads: a forward input or output slot
+    name (`"X"`, `"Out"`, `"XShape"`) copies that slot; `"S@GRAD"` for a
+    forward output slot S reads the gradients of its vars. `outputs` lists
+    `"S@GRAD"` for each forward input slot S that gets a gradient; inputs not
+    listed never get one (integer ids, labels, indices). A gradient in the
+    no-grad set is dropped from its slot, or kept as `@EMPTY@` when
+    `keep_empty` (ops that need positions to line up).
+    """
+
+    type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    kernel: Kernel | None = None
+    attrs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    keep_empty: bool = False
+    #: How the grad op itself is differentiated (double grad), if at all.
+    grad: "GradSpec | GradMaker | None" = None
+
+    @property
+    def differentiable_inputs(self) -> tuple[str, ...]:
+        return tuple(o[: -len(GRAD_SUFFIX)] for o in self.outputs)
+
+
+class FwdOp:
+    """What a grad maker sees of the forward op: slots, attrs and the no-grad set."""
+
+    __slots__ = ("type", "inputs", "outputs", "attrs_desc", "no_grad")
+
+    def __init__(self, type: str, inputs: dict[str, list[str]], outputs: dict[str, list[str]],
+                 attrs_desc: Sequence[Any], no_grad: set[str] | frozenset[str]):
+        self.type = type
+        self.inputs = inputs
+        self.outputs = outputs
+        self.attrs_desc = attrs_desc
+        self.no_grad = no_grad
+
+    def input(self, slot: str) -> list[str]:
+        return self.inputs.get(slot, [])
+
+    def output(self, slot: str) -> list[str]:
+        return self.outputs.get(slot, [])
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        from ..attrs import decode
+        for a in self.attrs_desc:
+            if a.name == name:
+                return decode(a)
+        return default
+
+    def grads_of(self, names: Iterable[str], keep_empty: bool = False) -> list[str]:
+        """`name@GRAD` for each name, dropping (or `@EMPTY@`-ing) no-grad ones."""
+        out = []
+        for n in names:
+            g = n + GRAD_SUFFIX
+            if g in self.no_grad:
+                if keep_empty:
+                    out.append(EMPTY_VAR_NAME)
+            else:
+                out.append(g)
+        return out
+
+
+GradMaker = Callable[[FwdOp], list[GradOp]]
+
+
+def make_grad_ops(spec: GradSpec, fwd: FwdOp) -> list[GradOp]:
+    """Build the grad op a GradSpec declares, as Paddle's makers do."""
+    ins: dict[str, list[str]] = {}
+    for entry in spec.inputs:
+        if entry.endswith(GRAD_SUFFIX):
+            slot = entry[: -len(GRAD_SUFFIX)]
+            if slot in fwd.outputs:
+                ins[entry] = [n + GRAD_SUFFIX for n in fwd.outputs[slot]]
+        elif entry in fwd.inputs:
+            ins[entry] = list(fwd.inputs[entry])
+        elif entry in fwd.outputs:
+            ins[entry] = list(fwd.outputs[entry])
+    outs: dict[str, list[str]] = {}
+    for entry in spec.outputs:
+        slot = entry[: -len(GRAD_SUFFIX)]
+        if slot in fwd.inputs:
+            outs[entry] = fwd.grads_of(fwd.inputs[slot], spec.keep_empty)
+    return [GradOp(spec.type, ins, outs, fwd.attrs_desc, dict(spec.attrs))]
+
+
+# --------------------------------------------------------------------------
+# Op definitions
+# --------------------------------------------------------------------------
+@dataclasses.dataclass
+class Sample:
+    """Inputs for the registry-wide tests: arrays per input slot, attrs, and
+    how many vars each output slot gets (default 1 for each declared slot).
+    `wrt` names the input slots to check by finite differences (default: every
+    float input the op differentiates)."""
+
+    inputs: dict[str, list[np.ndarray]]
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    outputs: dict[str, int] | None = None
+    wrt: tuple[str, ...] | None = None
+    note: str = ""
+
+
+@dataclasses.dataclass
+class OpDef:
+    type: str
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    kernel: Kernel | None = None
+    grad: GradSpec | GradMaker | None = None
+    samples: Callable[[np.random.Generator], list[Sample]] | None = None
+    #: Output slots the grad does not flow back from (XShape, Mask, SavedMean...).
+    intermediate_outputs: tuple[str, ...] = ()
+    #: Attrs the kernel reads (for `pybackward ops`); informational.
+    attrs_handled: tuple[str, ...] = ()
+    doc: str = ""
+    #: For grad ops: the forward op type this one is the grad of.
+    grad_of: str | None = None
+
+    @property
+    def has_grad(self) -> bool:
+        return self.grad is not None
+
+    def make_grad(self, fwd: FwdOp) -> list[GradOp]:
+        if self.grad is None:
+            return []
+        if isinstance(self.grad, GradSpec):
+            return make_grad_ops(self.grad, fwd)
+        return self.grad(fwd)
+
+    @property
+    def differentiable_inputs(self) -> tuple[str, ...] | None:
+        """Input slots that can get a gradient (None: decided by a maker function)."""
+        if isinstance(self.grad, GradSpec):
+            return self.grad.differentiable_inputs
+        return None
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    """Declare an op type (and, through its GradSpec, its grad op type)."""
+    if op.type in _REGISTRY:
+        raise ValueError(f"op type {op.type!r} registered twice")
+    _REGISTRY[op.type] = op
+    spec = op.grad
+    while isinstance(spec, GradSpec):
+        if spec.type not in _REGISTRY:
+            _REGISTRY[spec.type] = OpDef(
+                type=spec.type, inputs=spec.inputs, outputs=spec.outputs,
+                kernel=spec.kernel, grad=spec.grad, grad_of=op.type,
+                doc=f"gradient of {op.type}")
+        elif spec.kernel is not None and _REGISTRY[spec.type].kernel is None:
+            _REGISTRY[spec.type].kernel = spec.kernel
+        spec = spec.grad
+    return op
+
+
+def get(op_type: str) -> OpDef:
+    """The OpDef of a type; UnknownOpError (listing close names) if none."""
+    _ensure_loaded()
+    try:
+        return _REGISTRY[op_type]
+    except KeyError:
+        import difflib
+        close = difflib.get_close_matches(op_type, list(_REGISTRY), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UnknownOpError(f"unknown op type '{op_type}': pybackward does not support it "
+                             f"({len(_REGISTRY)} op types are registered; `pybackward ops` lists them{hint})") from None
+
+
+def find(op_type: str) -> OpDef | None:
+    _ensure_loaded()
+    return _REGISTRY.get(op_type)
+
+
+def all_ops() -> dict[str, OpDef]:
+    _ensure_loaded()
+    return dict(sorted(_REGISTRY.items()))
+
+
+_loaded = False
+
+
+def _ensure_loaded() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import _families  # noqa: F401  (importing it registers every family)
+
+
+# --------------------------------------------------------------------------
+# Paddle's attrs on ops created from nothing
+# --------------------------------------------------------------------------
+_FRESH_ATTRS: dict[str, list[list[Any]]] = json.loads(
+    (Path(__file__).with_name("fresh_attrs.json")).read_text())
+
+
+def fresh_attrs(op_type: str) -> list[list[Any]]:
+    """[[name, AttrType, default], ...] Paddle writes on a new op of this type,
+    in its serialised order (recorded by tools/dump_paddle_fresh_attrs.py)."""
+    return _FRESH_ATTRS.get(op_type, [])
+
+
+def fresh_op(op_type: str, inputs: dict[str, list[str]], outputs: dict[str, list[str]],
+             attrs: Mapping[str, Any] | None = None) -> GradOp:
+    """A GradOp created from nothing (sum, fill_any_like, ...), to be filled
+    with Paddle's default attrs when written."""
+    return GradOp(op_type, inputs, outputs, (), dict(attrs or {}), fresh=True)

@@ -1,0 +1,50 @@
+"""Registry-wide op tests: every registered op is checked by what it declares.
+
+For each op with a grad and `samples`, its forward kernel, grad maker and grad
+kernel are run together and compared with central finite differences in
+float64. A newly registered op is picked up automatically; an op with a grad
+but no samples fails `test_every_differentiable_op_has_samples`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pybackward.ops import opcheck, registry
+
+OPS = registry.all_ops()
+
+# Ops exempt from finite differences, each with the reason.
+NO_FD = {
+}
+
+
+def _cases():
+    for op_type, opdef in OPS.items():
+        if opdef.grad is None or opdef.samples is None or opdef.grad_of is not None:
+            continue
+        for i, sample in enumerate(opdef.samples(np.random.default_rng(1234))):
+            yield pytest.param(op_type, i, id=f"{op_type}-{i}" + (f"-{sample.note}" if sample.note else ""))
+
+
+@pytest.mark.parametrize("op_type,index", list(_cases()))
+def test_grad_kernel_matches_finite_differences(op_type, index):
+    if op_type in NO_FD:
+        pytest.skip(NO_FD[op_type])
+    opdef = OPS[op_type]
+    sample = opdef.samples(np.random.default_rng(1234))[index]
+    results = opcheck.check_op_grad(opdef, sample)
+    assert results, f"{op_type}: nothing was checked"
+    bad = [r for r in results if not r.ok]
+    assert not bad, f"{op_type} sample {index} ({sample.note}): " + ", ".join(
+        f"{r.var} max abs err {r.max_abs:.3g}, rel {r.max_rel:.3g}" for r in bad)
+
+
+def test_every_differentiable_op_has_samples():
+    missing = [t for t, d in OPS.items() if d.grad is not None and d.grad_of is None and d.samples is None]
+    assert not missing, f"ops with a grad but no samples to check it: {missing}"
+
+
+def test_every_grad_op_type_has_a_kernel():
+    missing = [t for t, d in OPS.items() if d.grad_of is not None and d.kernel is None]
+    assert not missing, f"grad op types without a kernel: {missing}"
