@@ -1,3 +1,3 @@
 """Importing this module registers every op family (the registry is derived
 from these imports; nothing else lists op types)."""
-from . import elementwise  # noqa: F401
+from . import activation, control_flow, elementwise, loss, math, nn, random, tensor  # noqa: F401

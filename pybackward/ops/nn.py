@@ -1,0 +1,2 @@
+"""nn ops: declared in the registry (see registry.py)."""
+from __future__ import annotations
