@@ -61,6 +61,77 @@ def convert(src, dst):
     click.echo(f"wrote {dst}")
 
 
+def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
+    """Write atomically to OUT (or over SRC with --in-place, keeping SRC~ until done)."""
+    import os
+    import shutil
+    if in_place:
+        if out:
+            raise pybackward.ArgumentError("give OUT or --in-place, not both")
+        backup = src + "~"
+        shutil.copy2(src, backup)
+        pybackward.save(prog, src)
+        os.unlink(backup)
+        return src
+    if not out:
+        raise pybackward.ArgumentError("missing OUT (or pass --in-place to overwrite the input)")
+    pybackward.save(prog, out)
+    return out
+
+
+@cli.command()
+@click.option("--loss", required=True, help="Name of the loss variable.")
+@click.option("--parameter", "parameters", multiple=True, help="Only return the grads of these parameters.")
+@click.option("--no-grad", "no_grad", multiple=True, help="A variable that gets no gradient (repeatable).")
+@click.option("--aggregation", type=click.Choice(["sum", "pairwise"]), default="sum",
+              help="How repeated gradients are added: one sum op (Paddle's default) or a grad_add chain.")
+@click.option("--json", "as_json", is_flag=True, help="Print the (param, grad) pairs as JSON.")
+@click.option("--in-place", is_flag=True, help="Overwrite IN (a backup IN~ is kept until the new file is complete).")
+@click.argument("src", metavar="IN", type=click.Path(dir_okay=False))
+@click.argument("out", metavar="OUT", required=False, type=click.Path(dir_okay=False))
+@handle_errors
+def append(loss, parameters, no_grad, aggregation, as_json, in_place, src, out):
+    """Append the backward section of --loss to IN and write OUT."""
+    import json
+    prog = pybackward.load(src)
+    pairs = pybackward.append_backward(loss, parameter_list=list(parameters) or None,
+                                       no_grad_set=set(no_grad) or None, program=prog,
+                                       aggregation=aggregation)
+    written = _write_output(prog, out, in_place, src)
+    rows = [[p.name, g.name if g is not None else None] for p, g in pairs]
+    if as_json:
+        click.echo(json.dumps({"output": written, "params_grads": rows}))
+    else:
+        for p, g in rows:
+            click.echo(f"{p} -> {g}")
+        click.echo(f"wrote {written}", err=True)
+
+
+@cli.command()
+@click.option("--target", "targets", multiple=True, required=True, help="A target variable (repeatable).")
+@click.option("--input", "inputs", multiple=True, required=True, help="A variable to differentiate with respect to.")
+@click.option("--target-grad", "target_grads", multiple=True, help="The gradient of each target (a variable name).")
+@click.option("--no-grad", "no_grad", multiple=True, help="A variable that gets no gradient (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the gradient names as JSON.")
+@click.argument("src", metavar="IN", type=click.Path(dir_okay=False))
+@click.argument("out", metavar="OUT", type=click.Path(dir_okay=False))
+@handle_errors
+def gradients(targets, inputs, target_grads, no_grad, as_json, src, out):
+    """Append the gradients of --target w.r.t. --input to IN and write OUT."""
+    import json
+    prog = pybackward.load(src)
+    grads = pybackward.gradients(list(targets), list(inputs), list(target_grads) or None,
+                                 set(no_grad) or None, program=prog)
+    pybackward.save(prog, out)
+    rows = {x: (g.name if g is not None else None) for x, g in zip(inputs, grads)}
+    if as_json:
+        click.echo(json.dumps({"output": out, "gradients": rows}))
+    else:
+        for x, g in rows.items():
+            click.echo(f"{x} -> {g}")
+        click.echo(f"wrote {out}", err=True)
+
+
 def main() -> None:
     cli(prog_name="pybackward")
 

@@ -14,3 +14,4 @@ from .errors import (ArgumentError, CheckFailedError, ExecutionError, ProgramFil
 from .io import dumps, load, loads, save  # noqa: F401
 from .program import Block, Operator, Program, Variable  # noqa: F401
 from . import text  # noqa: F401
+from .backward import append_backward, calc_gradient, gradients  # noqa: F401,E402

@@ -478,6 +478,9 @@ class Program:
         #: `_appending_grad_times`; not stored in the file).
         self.appending_grad_times = 0
         self.blocks: list[Block] = [Block(self, b) for b in desc.blocks]
+        #: Vars per block as loaded. Paddle writes the vars a file had in file
+        #: order and every var added since after them, sorted by name.
+        self.loaded_var_counts: list[int] = [len(b.vars) for b in desc.blocks]
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str | None = None) -> "Program":
@@ -526,6 +529,7 @@ class Program:
         desc.CopyFrom(self.desc)
         p = Program(desc, self.source)
         p.appending_grad_times = self.appending_grad_times
+        p.loaded_var_counts = list(self.loaded_var_counts)
         return p
 
     def sync(self) -> None:

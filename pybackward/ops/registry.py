@@ -37,15 +37,18 @@ EMPTY_VAR_NAME = "@EMPTY@"
 class Call:
     """One execution of an op: its input arrays, decoded attrs and output names."""
 
-    __slots__ = ("ins", "attrs", "outs", "op_type", "rng")
+    __slots__ = ("ins", "attrs", "outs", "op_type", "rng", "env")
 
     def __init__(self, op_type: str, ins: dict[str, list], attrs: dict[str, Any],
-                 outs: dict[str, list[str]], rng: np.random.Generator | None = None):
+                 outs: dict[str, list[str]], rng: np.random.Generator | None = None,
+                 env: Any = None):
         self.op_type = op_type
         self.ins = ins
         self.attrs = attrs
         self.outs = outs
         self.rng = rng
+        #: The interpreter's hooks for ops that run sub-blocks (see interpreter.OpEnv).
+        self.env = env
 
     def x(self, slot: str) -> Any:
         """The single (first) array of an input slot, or None if it is empty."""
@@ -134,6 +137,8 @@ class GradSpec:
     keep_empty: bool = False
     #: How the grad op itself is differentiated (double grad), if at all.
     grad: "GradSpec | GradMaker | None" = None
+    #: See OpDef.sets_lod_level; declared here for the grad op type.
+    sets_lod_level: bool = True
 
     @property
     def differentiable_inputs(self) -> tuple[str, ...]:
@@ -143,7 +148,7 @@ class GradSpec:
 class FwdOp:
     """What a grad maker sees of the forward op: slots, attrs and the no-grad set."""
 
-    __slots__ = ("type", "inputs", "outputs", "attrs_desc", "no_grad")
+    __slots__ = ("type", "inputs", "outputs", "attrs_desc", "no_grad", "grad_blocks")
 
     def __init__(self, type: str, inputs: dict[str, list[str]], outputs: dict[str, list[str]],
                  attrs_desc: Sequence[Any], no_grad: set[str] | frozenset[str]):
@@ -152,6 +157,8 @@ class FwdOp:
         self.outputs = outputs
         self.attrs_desc = attrs_desc
         self.no_grad = no_grad
+        #: Grad blocks made for this op's sub-blocks (conditional_block, while).
+        self.grad_blocks: list[int] = []
 
     def input(self, slot: str) -> list[str]:
         return self.inputs.get(slot, [])
@@ -234,6 +241,11 @@ class OpDef:
     doc: str = ""
     #: For grad ops: the forward op type this one is the grad of.
     grad_of: str | None = None
+    #: Whether Paddle's shape inference for this op writes `legacy_lod_level`
+    #: on its outputs (most ops share an input's LoD; a few, like
+    #: fill_constant, do not). It only shapes the bytes of the VarDescs the
+    #: gradient pass creates, so they match Paddle's exactly.
+    sets_lod_level: bool = True
 
     @property
     def has_grad(self) -> bool:
@@ -268,7 +280,7 @@ def register(op: OpDef) -> OpDef:
             _REGISTRY[spec.type] = OpDef(
                 type=spec.type, inputs=spec.inputs, outputs=spec.outputs,
                 kernel=spec.kernel, grad=spec.grad, grad_of=op.type,
-                doc=f"gradient of {op.type}")
+                sets_lod_level=spec.sets_lod_level, doc=f"gradient of {op.type}")
         elif spec.kernel is not None and _REGISTRY[spec.type].kernel is None:
             _REGISTRY[spec.type].kernel = spec.kernel
         spec = spec.grad
@@ -311,14 +323,22 @@ def _ensure_loaded() -> None:
 # --------------------------------------------------------------------------
 # Paddle's attrs on ops created from nothing
 # --------------------------------------------------------------------------
-_FRESH_ATTRS: dict[str, list[list[Any]]] = json.loads(
+_PADDLE_ATTRS: dict[str, dict[str, Any]] = json.loads(
     (Path(__file__).with_name("fresh_attrs.json")).read_text())
 
 
-def fresh_attrs(op_type: str) -> list[list[Any]]:
-    """[[name, AttrType, default], ...] Paddle writes on a new op of this type,
-    in its serialised order (recorded by tools/dump_paddle_fresh_attrs.py)."""
-    return _FRESH_ATTRS.get(op_type, [])
+def default_attrs(op_type: str) -> list[list[Any]] | None:
+    """[[name, AttrType, default], ...]: the attrs Paddle's checker gives an op
+    of this type, in serialised order (recorded by
+    tools/dump_paddle_fresh_attrs.py); None where it was not recorded."""
+    entry = _PADDLE_ATTRS.get(op_type)
+    return None if entry is None else entry["attrs"]
+
+
+def extra_attrs(op_type: str) -> frozenset[str] | None:
+    """Paddle's "extra" attrs of an op type (serialised before the others)."""
+    entry = _PADDLE_ATTRS.get(op_type)
+    return None if entry is None else frozenset(entry["extras"])
 
 
 def fresh_op(op_type: str, inputs: dict[str, list[str]], outputs: dict[str, list[str]],

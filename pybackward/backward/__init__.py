@@ -1,0 +1,2 @@
+"""The gradient pass: Paddle's append_backward / gradients, step by step."""
+from .api import append_backward, calc_gradient, gradients  # noqa: F401

@@ -1,0 +1,118 @@
+"""Gradient accumulation: a var written by several grad ops gets partial
+versions `x@GRAD@RENAME@block{b}@{n}` summed back into `x@GRAD`.
+
+Paddle's `_addup_repetitive_outputs_`, step for step: walking the grad ops in
+order, a second write renames the first writer's output (and everything that
+read it since) to version @0 and gives the new write the next version; a
+reader of a multi-version var gets an accumulation op queued right before it;
+vars still multi-version at the end are accumulated after the last op. The
+per-var counter never resets. Accumulation is one `sum` op, or - when a var
+has at most `max_inplace_add` versions - a chain of `grad_add` ops writing
+`x@GRAD@ADD@i`.
+
+Renames are driven by an index of which ops name each grad var, so the walk
+is linear in the number of grad ops (Paddle rescans op ranges).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..ops.registry import GradOp, fresh_op
+from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, renamed_version
+
+OP_DEVICE = "op_device"
+
+
+def _device(op: GradOp) -> str:
+    v = op.attrs.get(OP_DEVICE)
+    if v is not None:
+        return v[0] if isinstance(v, tuple) else v
+    for a in op.base_attrs:
+        if a.name == OP_DEVICE:
+            return a.s
+    return ""
+
+
+def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_add: int = 0) -> list[GradOp]:
+    versions: dict[str, list[str]] = {}       # var -> its pending partial versions
+    first_writer: dict[str, int] = {}
+    counter: dict[str, int] = defaultdict(int)
+    device: dict[str, str] = {}
+    refs: dict[str, list[int]] = defaultdict(list)    # grad var -> indices of ops naming it
+    pending: dict[int, list[GradOp]] = {}
+    pending_by_var: dict[str, list[GradOp]] = defaultdict(list)
+
+    def accumulate(var: str, at: int) -> None:
+        parts = versions[var]
+        queued = pending.setdefault(at, [])
+        if len(parts) > max_inplace_add:
+            made = [fresh_op("sum", {"X": list(parts)}, {"Out": [var]}, {OP_DEVICE: device.get(var, "")})]
+        else:
+            made, out = [], parts[0]
+            for i in range(1, len(parts)):
+                x, out = out, (var if i == len(parts) - 1 else f"{var}@ADD@{i}")
+                made.append(fresh_op("grad_add", {"X": [x], "Y": [parts[i]]}, {"Out": [out]},
+                                     {OP_DEVICE: device.get(var, "")}))
+        queued.extend(made)
+        pending_by_var[var].extend(made)
+        versions[var] = [var]
+
+    def rename_earlier(var: str, new: str) -> None:
+        for k in refs.pop(var, ()):
+            ops[k].rename_input(var, new)
+            ops[k].rename_output(var, new)
+            refs[new].append(k)
+        for p in pending_by_var.get(var, ()):
+            p.rename_input(var, new)
+            p.rename_output(var, new)
+
+    for idx, op in enumerate(ops):
+        for name in list(op.input_args()):
+            if GRAD_SUFFIX in name and len(versions.get(name, ())) > 1:
+                accumulate(name, idx)
+        in_args = set(op.input_args())
+        op_device = _device(op)
+        slots = sorted(op.outputs)
+        for si, slot in enumerate(slots):
+            args = op.outputs[slot]
+            for ai, name in enumerate(args):
+                if GRAD_SUFFIX not in name or name == EMPTY_VAR_NAME or name in in_args:
+                    continue
+                seen = versions.get(name)
+                if not seen:
+                    versions[name] = [name]
+                    first_writer[name] = idx
+                    continue
+                if len(seen) == 1:
+                    # The var gets a second writer: its existing version becomes @n.
+                    new0 = renamed_version(name, block_idx, counter[name])
+                    counter[name] += 1
+                    seen[0] = new0
+                    rename_earlier(name, new0)
+                    for earlier in slots[:si]:
+                        op.outputs[earlier] = [new0 if a == name else a for a in op.outputs[earlier]]
+                    args[:ai] = [new0 if a == name else a for a in args[:ai]]
+                new = renamed_version(name, block_idx, counter[name])
+                counter[name] += 1
+                args[ai] = new
+                seen.append(new)
+                device[name] = op_device
+        for name in op.input_args():
+            if GRAD_SUFFIX in name:
+                refs[name].append(idx)
+        for name in op.output_args():
+            if GRAD_SUFFIX in name:
+                refs[name].append(idx)
+
+    for var in list(versions):
+        if len(versions[var]) > 1:
+            accumulate(var, len(ops))
+
+    if not pending:
+        return ops
+    out: list[GradOp] = []
+    for idx, op in enumerate(ops):
+        out.extend(pending.get(idx, ()))
+        out.append(op)
+    out.extend(pending.get(len(ops), ()))
+    return out

@@ -1,0 +1,403 @@
+"""`append_backward`, `gradients` and `calc_gradient`, as Paddle 3.3.1's legacy
+static graph defines them, on pybackward's program views.
+
+Variables or names: every var argument (loss, targets, inputs, parameters,
+no-grad entries, target gradients) may be a `Variable` or a name. Names need
+the program: pass `program=` (or give at least one Variable to take it from).
+
+    pybackward.append_backward(prog.var("mean_0.tmp_0"))
+    pybackward.append_backward("mean_0.tmp_0", program=prog)
+
+A call is all or nothing: if it raises (a bad argument, an op without a
+gradient rule, a callback that fails), the program is left exactly as it was.
+
+Parameters and `stop_gradient`: when Paddle reads a program from a file it
+re-creates every parameter as a trainable `Parameter`, which clears its
+`stop_gradient` flag (batch_norm's moving mean and variance included) before
+its pass runs, and writes the cleared flag back out. pybackward only ever sees
+files, so by default it does the same and its output matches Paddle's byte for
+byte. Pass `keep_param_stop_gradient=True` to honour the flags in the file
+instead (a frozen parameter then gets no gradient).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterable, Iterator, Sequence
+
+from .. import dtypes
+from .._proto import framework_pb2 as pb
+from ..errors import ArgumentError, PyBackwardError, VarNotFoundError, where
+from ..ops.registry import fresh_op
+from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_ATTR, Block,
+                       Operator, Program, Variable)
+from .emit import PaddleOpDesc, create_grad_vars, fill_op_desc  # noqa: F401
+from .grad_ops import PassState, append_backward_ops
+from .names import GRAD_SUFFIX, grad_name, is_grad_name, strip_grad_suffix
+from .path import find_op_path, stop_gradient_names, unused_outputs
+
+AGGREGATIONS = {"sum": 0, "pairwise": 1 << 30}
+
+
+# --------------------------------------------------------------------------
+# Arguments
+# --------------------------------------------------------------------------
+def _program_of(program: Program | None, *candidates: Any) -> Program:
+    if program is not None:
+        if not isinstance(program, Program):
+            raise ArgumentError(f"program= must be a pybackward Program, not {type(program).__name__}")
+        return program
+    for c in candidates:
+        for v in (c if isinstance(c, (list, tuple, set, frozenset)) else [c]):
+            if isinstance(v, Variable):
+                return v.block.program
+    raise ArgumentError("vars were given by name: pass program= as well")
+
+
+def _find_any_block(program: Program, name: str) -> Variable:
+    for b in program.blocks:
+        v = b.vars.get(name)
+        if v is not None:
+            return v
+    return program.global_block().var(name)  # raises, with suggestions
+
+
+def _as_var(program: Program, v: Any, what: str) -> Variable:
+    if isinstance(v, Variable):
+        if v.block.program is not program:
+            raise ArgumentError(f"{what} '{v.name}' belongs to another program")
+        return v
+    if isinstance(v, str):
+        try:
+            return program.global_block().var(v)
+        except VarNotFoundError as e:
+            raise VarNotFoundError(f"{what}: {e}") from None
+    raise ArgumentError(f"{what} must be a Variable or a name, not {type(v).__name__}: {v!r}")
+
+
+def _as_list(x: Any) -> list:
+    if x is None:
+        return []
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    return [x]
+
+
+def _no_grad_names(program: Program, no_grad_set: Any) -> set[str]:
+    if no_grad_set is None:
+        return set()
+    if not isinstance(no_grad_set, (set, frozenset, list, tuple)):
+        raise ArgumentError(f"no_grad_set must be a set, list or tuple, not {type(no_grad_set).__name__}")
+    names = set()
+    for v in no_grad_set:
+        if isinstance(v, Variable):
+            names.add(v.name)
+        elif isinstance(v, str):
+            _find_any_block(program, v)  # a name no block declares is a mistake worth saying
+            names.add(v)
+        else:
+            raise ArgumentError("no_grad_set members must be Variables or names, "
+                                f"not {type(v).__name__}: {v!r}")
+    return names
+
+
+def _loss_op(loss: Variable) -> Operator:
+    for op in reversed(loss.block.ops):
+        if loss.name in op.output_arg_names:
+            return op
+    raise ArgumentError(f"{where(loss.block.program.source, loss.block.idx, var=loss.name)}: "
+                        "the loss is produced by no op (a program input or parameter?)")
+
+
+def _check_float(v: Variable, what: str) -> None:
+    dt = v.data_type
+    if dt is None or not dtypes.is_float(dt):
+        kind = dtypes.type_name(dt) if dt is not None else dtypes.type_name(v.type)
+        raise ArgumentError(f"{where(v.block.program.source, v.block.idx, var=v.name)}: "
+                            f"{what} must be a floating-point tensor, not {kind}")
+
+
+@contextlib.contextmanager
+def _all_or_nothing(program: Program) -> Iterator[None]:
+    """Restore the program exactly if the body raises."""
+    saved = pb.ProgramDesc()
+    saved.CopyFrom(program.desc)
+    times = program.appending_grad_times
+    counters = dict(program.__dict__.get("_unique_counters", {}))
+    try:
+        yield
+    except BaseException:
+        program.desc.CopyFrom(saved)
+        program.appending_grad_times = times
+        program._unique_counters = counters
+        program.sync()
+        raise
+
+
+def _callbacks(callbacks: Any) -> list | None:
+    if callbacks is None:
+        return None
+    if not isinstance(callbacks, (list, tuple)):
+        raise ArgumentError(f"callbacks must be a list or tuple of callables, not {type(callbacks).__name__}")
+    for cb in callbacks:
+        if not callable(cb):
+            raise ArgumentError(f"callback {cb!r} is not callable")
+    return [_named_callback(cb) for cb in callbacks]
+
+
+def _named_callback(cb):
+    """Wrap a callback so a failure inside it names the callback."""
+    def call(block, context):
+        try:
+            cb(block=block, context=context)
+        except PyBackwardError:
+            raise
+        except Exception as e:
+            op = context.get("__current_op_desc__")
+            raise ArgumentError(f"callback {getattr(cb, '__qualname__', cb)!s} failed on grad op "
+                                f"'{op.type() if op else '?'}': {type(e).__name__}: {e}") from e
+    return call
+
+
+# --------------------------------------------------------------------------
+# Shared steps
+# --------------------------------------------------------------------------
+def _as_paddle_parses(program: Program, keep_param_stop_gradient: bool) -> None:
+    """Clear `stop_gradient` on parameters, as Paddle's parse does (see the module doc)."""
+    if keep_param_stop_gradient:
+        return
+    for b in program.blocks:
+        for v in b.vars.values():
+            if v.is_parameter and v.stop_gradient:
+                v.stop_gradient = False
+
+
+def _unique(program: Program, key: str) -> str:
+    counters = program.__dict__.setdefault("_unique_counters", {})
+    n = counters.get(key, 0)
+    counters[key] = n + 1
+    return f"{key}_{n}"
+
+
+def _rename_existing_grads(program: Program, block: Block, start: int, grad_to_var: dict,
+                           target_grad_map: dict[str, str], skip: Iterable[str]) -> None:
+    """Paddle's `_rename_grad_`: apply target-grad renames; outputs that clash
+    with existing vars get a unique `name_N`."""
+    var_map = dict(target_grad_map)
+    skip = set(skip)
+    for op in block.ops[start:]:
+        for name in op.input_arg_names:
+            if name in var_map:
+                op.rename_input(name, var_map[name])
+        for name in op.output_arg_names:
+            if GRAD_SUFFIX not in name or not block.has_var(name) or name in skip:
+                continue
+            new = _unique(program, name)
+            op.rename_output(name, new)
+            var_map[name] = new
+    for g, ng in var_map.items():
+        if g in grad_to_var:
+            grad_to_var[ng] = grad_to_var.pop(g)
+
+
+def _finish(program: Program, block: Block, start: int, state: PassState,
+            target_grad_map: dict[str, str], skip: Iterable[str]) -> dict[str, tuple[str, Block]]:
+    _rename_existing_grads(program, block, start, state.grad_to_var, target_grad_map, skip)
+    grad_info: dict[str, tuple[str, Block]] = {}
+    create_grad_vars(block, start, state.grad_to_var, grad_info, state.grad_block_owner)
+    return grad_info
+
+
+def _fill_op(op_type: str, out: str, attrs: dict, inputs: dict | None = None) -> pb.OpDesc:
+    desc = pb.OpDesc()
+    fill_op_desc(desc, fresh_op(op_type, inputs or {}, {"Out": [out]}, attrs), role=None)
+    return desc
+
+
+# --------------------------------------------------------------------------
+# append_backward
+# --------------------------------------------------------------------------
+def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | str] | None = None,
+                    no_grad_set: Iterable[Variable | str] | None = None,
+                    callbacks: Sequence[Any] | None = None, checkpoints: Any = None,
+                    *, program: Program | None = None, aggregation: str = "sum",
+                    keep_param_stop_gradient: bool = False):
+    """Append the backward section of `loss` to its program.
+
+    Returns `[(param, grad), ...]` for the parameters that got a gradient, in
+    `parameter_list` order (default: the global block's parameters in file
+    order). With `checkpoints` (a non-empty list) it returns
+    `(params_grads, checkpoint_names)` (recompute). `aggregation` is "sum"
+    (Paddle's default: one `sum` op) or "pairwise" (a `grad_add` chain).
+    """
+    program = _program_of(program, loss)
+    loss = _as_var(program, loss, "loss")
+    cbs = _callbacks(callbacks)
+    if parameter_list is not None:
+        if not isinstance(parameter_list, (list, tuple, set)):
+            raise ArgumentError("parameter_list must be a list, tuple or set, "
+                                f"not {type(parameter_list).__name__}")
+        params = [p.name if isinstance(p, Variable) else _as_var(program, p, "parameter_list").name
+                  if isinstance(p, str) else _bad_param(i, p) for i, p in enumerate(parameter_list)]
+    else:
+        params = [v.name for v in program.global_block().all_parameters()]
+    user_no_grad = _no_grad_names(program, no_grad_set)
+    if aggregation not in AGGREGATIONS:
+        raise ArgumentError(f"aggregation must be one of {sorted(AGGREGATIONS)}, not {aggregation!r}")
+    _check_float(loss, "the loss")
+    loss_op = _loss_op(loss)
+    if isinstance(checkpoints, list) and checkpoints:
+        from .recompute import append_backward_with_checkpoints
+        return append_backward_with_checkpoints(loss, params, user_no_grad, checkpoints, loss_op)
+
+    with _all_or_nothing(program):
+        _as_paddle_parses(program, keep_param_stop_gradient)
+        loss_op.set_attr(OP_ROLE_ATTR, OP_ROLE_LOSS)
+        root = program.global_block()
+        program.appending_grad_times += 1
+        no_grad = stop_gradient_names(program)
+        no_grad[0].update(grad_name(n) for n in user_no_grad)
+        start = len(root.ops)
+        root.append_op_desc(_loss_grad_op(loss, loss_op))
+        state = PassState(program, no_grad, {}, {}, cbs, AGGREGATIONS[aggregation])
+        block = loss.block
+        block_no_grad = {strip_grad_suffix(n) for n in no_grad[block.idx]}
+        path = find_op_path(block, [loss], [], block_no_grad, state.sub_paths)
+        block_no_grad |= unused_outputs(block, path, [loss], block_no_grad)
+        no_grad[block.idx].update(grad_name(n) for n in block_no_grad)
+        input_grad_names = {grad_name(loss.name)} if program.appending_grad_times > 1 else None
+        append_backward_ops(block, path, [loss], root, state, input_grad_names)
+        grad_info = _finish(program, root, start, state, {}, ())
+        return _params_and_grads(program, loss, params, grad_info)
+
+
+def _bad_param(i: int, p: Any):
+    raise ArgumentError(f"parameter_list[{i}] must be a Variable or a name, not {type(p).__name__}: {p!r}")
+
+
+def _loss_grad_op(loss: Variable, loss_op: Operator) -> pb.OpDesc:
+    shape = list(loss.shape)
+    if not (len(shape) == 0 or 0 in shape):
+        shape = [1]
+    return _fill_op("fill_constant", grad_name(loss.name), {
+        "shape": shape, "value": 1.0, "dtype": loss.data_type, "force_cpu": False,
+        OP_ROLE_ATTR: 1 | OP_ROLE_LOSS, OP_DEVICE_ATTR: loss_op.attr(OP_DEVICE_ATTR, ""),
+    })
+
+
+def _params_and_grads(program: Program, loss: Variable, params: list[str],
+                      grad_info: dict[str, tuple[str, Block]]) -> list[tuple[Variable, Variable | None]]:
+    root = program.global_block()
+    pairs: list[tuple[Variable, Variable | None]] = []
+    for p in params:
+        if p not in grad_info:
+            continue
+        gname, gblock = grad_info[p]
+        pairs.append((root.var(p), gblock.vars[gname] if loss.block.has_var(gname) else None))
+    last_writer: dict[str, Operator] = {}
+    for op in root.ops:
+        for n in op.output_arg_names:
+            last_writer[n] = op
+    for p, g in pairs:
+        if g is None:
+            continue
+        op = last_writer.get(g.name)
+        if op is None:
+            raise ArgumentError(f"no op writes the gradient '{g.name}' (unexpected)")
+        op.set_attr(OP_ROLE_VAR_ATTR, [p.name, g.name] + list(op.attr(OP_ROLE_VAR_ATTR, []) or []),
+                    pb.AttrType.STRINGS)
+    return pairs
+
+
+# --------------------------------------------------------------------------
+# gradients / calc_gradient
+# --------------------------------------------------------------------------
+def calc_gradient(targets, inputs, target_gradients=None, no_grad_set=None, *,
+                  program: Program | None = None, keep_param_stop_gradient: bool = False):
+    """Gradients of `targets` w.r.t. `inputs`: one var (or None) for a single
+    input, else a list (Paddle's calc_gradient)."""
+    grads = _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
+                           keep_param_stop_gradient)
+    return grads[0] if len(grads) == 1 else grads
+
+
+def gradients(targets, inputs, target_gradients=None, no_grad_set=None, *,
+              program: Program | None = None, keep_param_stop_gradient: bool = False
+              ) -> list[Variable | None]:
+    """Append the grad ops of `targets` w.r.t. `inputs`; returns one grad var
+    (None where the targets do not depend on the input) per input."""
+    for what, v in (("targets", targets), ("inputs", inputs)):
+        if not isinstance(v, (Variable, str, list, tuple)):
+            raise ArgumentError(f"{what} must be a Variable, a name, or a list of them, not {type(v).__name__}")
+    if target_gradients is not None and not isinstance(target_gradients, (Variable, str, list, tuple)):
+        raise ArgumentError("target_gradients must be a Variable, a name, a list of them, or None, "
+                            f"not {type(target_gradients).__name__}")
+    return _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
+                          keep_param_stop_gradient)
+
+
+def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
+                   keep_param_stop_gradient: bool = False) -> list[Variable | None]:
+    program = _program_of(program, targets, inputs, target_gradients)
+    targets = [_as_var(program, t, "targets") for t in _as_list(targets)]
+    inputs = [_as_var(program, x, "inputs") for x in _as_list(inputs)]
+    tgrads = [None if g is None else _as_var(program, g, "target_gradients") for g in _as_list(target_gradients)]
+    if not targets:
+        raise ArgumentError("targets is empty")
+    if not tgrads:
+        tgrads = [None] * len(targets)
+    if len(tgrads) != len(targets):
+        raise ArgumentError(f"Should have the same number of target_gradients as targets "
+                            f"({len(tgrads)} given for {len(targets)} targets)")
+    user_no_grad = _no_grad_names(program, no_grad_set)
+    block = targets[0].block
+    for t, g in zip(targets, tgrads):
+        if g is not None:
+            if t.block.idx != block.idx:
+                raise ArgumentError("all targets must be in the same block")
+            if t.shape != g.shape:
+                raise ArgumentError(f"The shapes of target and grad are different: {t.name} "
+                                    f"{list(t.shape)} vs {g.name} {list(g.shape)}")
+    with _all_or_nothing(program):
+        _as_paddle_parses(program, keep_param_stop_gradient)
+        program.appending_grad_times += 1
+        no_grad = stop_gradient_names(program)
+        no_grad[0].update(grad_name(n) for n in user_no_grad)
+        start = len(block.ops)
+        input_grad_names: set[str] | None = set()
+        target_grad_map: dict[str, str] = {}
+        rename_map: dict[str, str] = {}
+        skip: list[str] = []
+        for t, g in zip(targets, tgrads):
+            gname = grad_name(t.name)
+            if g is None:
+                block.append_op_desc(_fill_op("fill_any_like", gname, {
+                    "value": 1.0, "dtype": t.data_type, OP_ROLE_ATTR: 1, OP_DEVICE_ATTR: ""},
+                    inputs={"X": [t.name]}))
+                input_grad_names.add(gname)
+                skip.append(gname)
+            else:
+                target_grad_map[gname] = g.name
+                input_grad_names.add(g.name)
+                rename_map[gname] = g.name
+        if program.appending_grad_times == 1:
+            input_grad_names, rename_map = None, {}
+        state = PassState(program, no_grad, {}, {})
+        block_no_grad = {strip_grad_suffix(n) for n in no_grad[0]}
+        path = find_op_path(block, targets, inputs, block_no_grad, state.sub_paths)
+        block_no_grad |= unused_outputs(block, path, targets, block_no_grad)
+        no_grad[0].update(grad_name(n) for n in block_no_grad)
+        append_backward_ops(block, path, targets, block, state, input_grad_names, rename_map)
+        grad_info = _finish(program, block, start, state, target_grad_map, skip)
+        out: list[Variable | None] = []
+        for x in inputs:
+            info = grad_info.get(x.name)
+            out.append(None if info is None else info[1].vars[info[0]])
+        return out
+
+
+def is_backward_op(op: Operator) -> bool:
+    role = op.attr(OP_ROLE_ATTR, 0)
+    return isinstance(role, int) and bool(role & 1)
+
+
+__all__ = ["append_backward", "gradients", "calc_gradient", "is_grad_name"]

@@ -1,0 +1,254 @@
+"""Writing grad ops into a block, and creating the grad vars they need.
+
+`materialize` turns a `GradOp` into an `OpDesc` the way Paddle serialises
+one: slots sorted by name; attrs copied verbatim from the forward op (or,
+for ops made from nothing, Paddle's defaults in Paddle's order), with
+overrides applied in place and new names inserted in sorted position.
+`create_grad_vars` is Paddle's `_append_backward_vars_`: it drops grad ops
+that write nothing or read only gradients nobody made, trims `sum` inputs,
+and declares each new var with its forward var's type, shape and dtype.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from .. import attrs as _attrs
+from .._proto import framework_pb2 as pb
+from ..ops import registry
+from ..ops.registry import GradOp
+from ..program import OP_ROLE_ATTR, Block, Operator, sub_block_indices
+from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
+
+OP_ROLE_BACKWARD = 1
+
+
+def _set(attr: pb.OpDesc.Attr, name: str, value: Any) -> None:
+    if isinstance(value, tuple):
+        _attrs.encode(attr, name, value[0], value[1])
+    else:
+        _attrs.encode(attr, name, value, attr.type if attr.name == name else None)
+
+
+def _insert_sorted(attrs: list[pb.OpDesc.Attr], new: pb.OpDesc.Attr) -> None:
+    """Insert among the trailing sorted attrs (Paddle writes extras first, then sorted)."""
+    j = len(attrs)
+    while j > 0 and attrs[j - 1].name > new.name:
+        j -= 1
+    attrs.insert(j, new)
+
+
+def _attr(name: str, value: Any, attr_type: int | None) -> pb.OpDesc.Attr:
+    a = pb.OpDesc.Attr()
+    if isinstance(value, tuple):
+        value, attr_type = value
+    _attrs.encode(a, name, value, attr_type)
+    return a
+
+
+def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD) -> None:
+    """Fill `desc` from `g` as Paddle would serialise it.
+
+    Attrs: the forward op's (copied verbatim) or, for an op made from nothing,
+    none; then every default Paddle's checker adds for the op type and the op
+    lacks; then the overrides (keeping an existing attr's type). Order: the
+    type's extra attrs first, then the rest, each sorted by name - the order
+    Paddle writes (checked on every op of the golden files).
+    """
+    desc.type = g.type
+    for slot in sorted(g.inputs):
+        desc.inputs.add(parameter=slot, arguments=g.inputs[slot])
+    for slot in sorted(g.outputs):
+        desc.outputs.add(parameter=slot, arguments=g.outputs[slot])
+    overrides = dict(g.attrs)
+    if role is not None:
+        overrides[OP_ROLE_ATTR] = (role, pb.AttrType.INT)
+    defaults = registry.default_attrs(g.type)
+    extras = registry.extra_attrs(g.type)
+    items: dict[str, pb.OpDesc.Attr] = {}
+    for base in g.base_attrs:
+        a = pb.OpDesc.Attr()
+        a.CopyFrom(base)
+        items[a.name] = a
+    for name, t, default in defaults or ():
+        if name not in items:
+            items[name] = _attr(name, default, t)
+    for name, value in overrides.items():
+        a = items.get(name)
+        if a is None:
+            items[name] = _attr(name, value, None)
+        else:
+            _set(a, name, value)
+    if extras is not None:
+        order = sorted(items, key=lambda n: (n not in extras, n))
+        desc.attrs.extend(items[n] for n in order)
+        return
+    # A type Paddle's defaults were not recorded for: keep the forward op's
+    # order and put new attrs among the trailing sorted ones.
+    known = {a.name for a in g.base_attrs}
+    ordered = [items[a.name] for a in g.base_attrs]
+    for name, a in items.items():
+        if name not in known:
+            _insert_sorted(ordered, a)
+    desc.attrs.extend(ordered)
+
+
+class PaddleOpDesc:
+    """What callbacks get as `context['__current_op_desc__']`: the op just
+    appended, with the method names of Paddle's `core.OpDesc` (`type()`,
+    `input(slot)`, `attr(name)`, `_set_attr(...)`), so callbacks written for
+    Paddle work unchanged. `.op` is pybackward's `Operator` view."""
+
+    def __init__(self, op: Operator):
+        self.op = op
+
+    def type(self) -> str:
+        return self.op.type
+
+    def input(self, slot: str) -> list[str]:
+        return self.op.input(slot)
+
+    def output(self, slot: str) -> list[str]:
+        return self.op.output(slot)
+
+    def input_names(self) -> list[str]:
+        return self.op.input_names
+
+    def output_names(self) -> list[str]:
+        return self.op.output_names
+
+    def input_arg_names(self) -> list[str]:
+        return self.op.input_arg_names
+
+    def output_arg_names(self) -> list[str]:
+        return self.op.output_arg_names
+
+    def has_attr(self, name: str) -> bool:
+        return self.op.has_attr(name)
+
+    def attr(self, name: str) -> Any:
+        return self.op.attr(name)
+
+    def attr_names(self) -> list[str]:
+        return self.op.attr_names
+
+    def _set_attr(self, name: str, value: Any) -> None:
+        self.op.set_attr(name, value)
+
+    set_attr = _set_attr
+
+    def __repr__(self) -> str:
+        return f"PaddleOpDesc({self.op!r})"
+
+
+Callback = Callable[..., Any]
+
+
+def emit(block: Block, ops: Sequence[GradOp], context: dict, callbacks: Sequence[Callback] | None) -> None:
+    """Append grad ops to `block` with op_role=1, calling back after each."""
+    for g in ops:
+        desc = block.desc.ops.add()
+        fill_op_desc(desc, g)
+        op = Operator(block, desc)
+        block.ops.append(op)
+        if callbacks:
+            context["__current_op_desc__"] = PaddleOpDesc(op)
+            for cb in callbacks:
+                cb(block=block, context=context)
+
+
+def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
+                     grad_info: dict[str, tuple[str, Block]], parent_ops: dict[int, Operator]) -> None:
+    """Declare the vars the ops from `start` on write; drop grad ops that cannot run."""
+    program = block.program
+    owner = parent_ops.get(block.idx)
+    loop_vars: set[str] = set()
+    if owner is not None:
+        outs = set(owner.output_arg_names)
+        loop_vars = {n for n in owner.input_arg_names if n in outs}
+    created: dict[str, pb.VarDesc] = {}
+
+    def exists(name: str) -> bool:
+        return name in created or block.has_var_recursive(name)
+
+    remove: list[int] = []
+    for i in range(start, len(block.ops)):
+        op = block.ops[i]
+        for sub in sub_block_indices(op.desc):
+            if op.has_attr("sub_block"):
+                create_grad_vars(program.block(sub), 0, grad_to_var, grad_info, parent_ops)
+        ins = op.input_arg_names
+        outs = [n for n in op.output_arg_names if n != EMPTY_VAR_NAME]
+        if not outs:
+            remove.append(i)
+            continue
+        grad_ins = [n for n in ins if GRAD_SUFFIX in n]
+        if grad_ins and not any(exists(n) or n in loop_vars for n in grad_ins):
+            remove.append(i)
+            continue
+        if op.type == "sum":
+            kept = [n for n in ins if exists(n)]
+            if not kept:
+                raise AssertionError("After remove invalid variables, sum op have no inputs.")
+            for v in op.desc.inputs:
+                if v.parameter == "X":
+                    del v.arguments[:]
+                    v.arguments.extend(kept)
+        opdef = registry.find(op.type)
+        sets_lod = opdef is None or opdef.sets_lod_level
+        for name in op.output_arg_names:
+            if name == EMPTY_VAR_NAME:
+                continue
+            if not exists(name):
+                created[name] = _grad_var_desc(block, name)
+                if name in grad_to_var:
+                    grad_info[grad_to_var[name]] = (name, block)
+            if sets_lod and name in created:
+                _set_lod_level(created[name])
+    for i in reversed(remove):
+        del block.desc.ops[i]
+    if remove:
+        block.ops = [Operator(block, d) for d in block.desc.ops]
+    if created:
+        _append_vars_sorted(block, list(created.values()))
+
+
+def _append_vars_sorted(block: Block, new: list[pb.VarDesc]) -> None:
+    """Add vars the way Paddle writes them: after the vars the file had, every
+    var added since, sorted by name."""
+    counts = block.program.loaded_var_counts
+    keep = counts[block.idx] if block.idx < len(counts) else 0
+    added = list(block.desc.vars[keep:])
+    if added:
+        tail = [pb.VarDesc() for _ in added]
+        for t, v in zip(tail, added):
+            t.CopyFrom(v)
+        del block.desc.vars[keep:]
+    else:
+        tail = []
+    block.desc.vars.extend(sorted(tail + new, key=lambda v: v.name))
+    block.sync()
+
+
+def _set_lod_level(desc: pb.VarDesc) -> None:
+    t = desc.type
+    if t.type == pb.VarType.DENSE_TENSOR:
+        t.dense_tensor.legacy_lod_level = 0
+    elif t.type == pb.VarType.DENSE_TENSOR_ARRAY:
+        t.tensor_array.legacy_lod_level = 0
+
+
+def _grad_var_desc(block: Block, name: str) -> pb.VarDesc:
+    desc = pb.VarDesc(name=name)
+    fwd = block.find_var_recursive(strip_grad_suffix(name))
+    if fwd is not None:
+        desc.type.CopyFrom(fwd.desc.type)
+        # Shape inference decides the LoD level, not the forward var.
+        for field in ("dense_tensor", "tensor_array"):
+            if desc.type.HasField(field):
+                getattr(desc.type, field).ClearField("legacy_lod_level")
+    else:
+        # Paddle warns and falls back to FP32 when the forward var is unknown.
+        desc.type.type = pb.VarType.DENSE_TENSOR
+        desc.type.dense_tensor.tensor.data_type = pb.VarType.FP32
+    desc.stop_gradient = False
+    return desc

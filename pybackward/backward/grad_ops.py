@@ -1,0 +1,126 @@
+"""Building a block's grad ops: Paddle's `_append_backward_ops_`, step by step.
+
+For each op of the path, in reverse: its grad ops from the registry (a
+sub-block op first gets a grad block filled recursively), the device copied,
+second-pass renames (`grad/` prefixes), and pruning by the gradients the
+targets actually feed. Then accumulation, no-grad branch removal, disconnected
+subgraph pruning, and emission into the target block with callbacks.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from ..errors import UnknownOpError, where
+from ..ops import registry
+from ..ops.registry import FwdOp, GradOp
+from ..program import OP_DEVICE_ATTR, Block, Operator, Program, Variable
+from .accumulate import accumulate_repeated_outputs
+from .emit import Callback, emit
+from .names import GRAD_SUFFIX, grad_name, repeated_grad_name
+from .prune import find_not_needed, remove_no_grad_branch
+
+
+@dataclasses.dataclass
+class PassState:
+    """What one append_backward / gradients call shares across blocks."""
+
+    program: Program
+    no_grad: dict[int, set[str]]                  # block idx -> no-grad `name@GRAD`s
+    grad_to_var: dict[str, Any]                   # grad name -> forward name (the callback context)
+    sub_paths: dict[int, list[Operator]]
+    callbacks: Sequence[Callback] | None = None
+    max_inplace_add: int = 0
+    #: grad block idx -> the op that owns it (while_grad / conditional_block_grad)
+    grad_block_owner: dict[int, Operator] = dataclasses.field(default_factory=dict)
+
+
+def _fwd_view(op: Operator, no_grad: set[str], grad_blocks: list[int]) -> FwdOp:
+    f = FwdOp(op.type, op.inputs, op.outputs, op.desc.attrs, no_grad)
+    f.grad_blocks = grad_blocks
+    return f
+
+
+def _make_grads(op: Operator, block: Block, state: PassState, grad_blocks: list[int]) -> list[GradOp]:
+    opdef = registry.find(op.type)
+    if opdef is None:
+        raise UnknownOpError(f"{where(block.program.source, block.idx, op_type=op.type)}: "
+                             f"unknown op type '{op.type}' on the gradient path")
+    grads = opdef.make_grad(_fwd_view(op, state.no_grad[block.idx], grad_blocks))
+    for g in grads:
+        g.inputs = dict(sorted(g.inputs.items()))
+        g.outputs = dict(sorted(g.outputs.items()))
+    return grads
+
+
+def _grad_to_var(op: Operator, grads: list[GradOp]) -> dict[str, str]:
+    """grad name -> forward name for the gradients these grad ops read or write."""
+    fwd_args = set(op.input_arg_names) | set(op.output_arg_names)
+    out: dict[str, str] = {}
+    for g in grads:
+        for name in list(g.input_args()) + list(g.output_args()):
+            if name.endswith(GRAD_SUFFIX) and name[: -len(GRAD_SUFFIX)] in fwd_args:
+                out[name] = name[: -len(GRAD_SUFFIX)]
+    return out
+
+
+def append_backward_ops(block: Block, path: list[Operator], targets: list[Variable],
+                        target_block: Block, state: PassState,
+                        input_grad_names: set[str] | None = None,
+                        rename_map: dict[str, str] | None = None) -> None:
+    """Create, accumulate, prune and emit the grad ops of `path` into `target_block`."""
+    program = state.program
+    times = program.appending_grad_times
+    rename_map = {} if rename_map is None else rename_map
+    descs: list[GradOp] = []
+    for op in reversed(path):
+        grad_blocks: list[int] = []
+        if op.has_attr("sub_block"):
+            sub = program.block(int(op.attr("sub_block")))
+            gblock = program.create_block(parent_idx=target_block.idx, forward_block_idx=sub.idx)
+            append_backward_ops(sub, state.sub_paths.get(sub.idx, []), targets, gblock, state, None)
+            grad_blocks.append(gblock.idx)
+        grads = _make_grads(op, block, state, grad_blocks)
+        op_grad_to_var = _grad_to_var(op, grads)
+        if op.has_attr(OP_DEVICE_ATTR):
+            device = op.attr(OP_DEVICE_ATTR)
+            for g in grads:
+                g.attrs[OP_DEVICE_ATTR] = device
+        if times > 1:
+            fwd_inputs = set(op.input_arg_names)
+            for g in grads:
+                for name in list(g.input_args()):
+                    if name in rename_map and name not in fwd_inputs:
+                        g.rename_input(name, rename_map[name])
+                for name in list(g.output_args()):
+                    if GRAD_SUFFIX in name and block.has_var(name):
+                        new = repeated_grad_name(name, times)
+                        g.rename_output(name, new)
+                        rename_map[name] = new
+                        if name in op_grad_to_var:
+                            op_grad_to_var[new] = op_grad_to_var.pop(name)
+        if input_grad_names is not None:
+            grad_ins = [n for g in grads for n in g.input_args()
+                        if GRAD_SUFFIX in n or n in input_grad_names]
+            if not grad_ins:
+                continue
+            if any(n in input_grad_names for n in grad_ins):
+                descs.extend(grads)
+                for g in grads:
+                    input_grad_names.update(g.output_args())
+                state.grad_to_var.update(op_grad_to_var)
+        else:
+            descs.extend(grads)
+            state.grad_to_var.update(op_grad_to_var)
+
+    descs = accumulate_repeated_outputs(descs, block.idx, state.max_inplace_add)
+    descs = remove_no_grad_branch(descs, state.no_grad[block.idx], {grad_name(t.name) for t in targets})
+    doomed = find_not_needed(descs, path, input_grad_names)
+    if doomed:
+        descs = [g for g in descs if id(g) not in doomed]
+    start = len(target_block.ops)
+    emit(target_block, descs, state.grad_to_var, state.callbacks)
+    for op in target_block.ops[start:]:
+        for idx in op.sub_blocks():
+            if op.has_attr("sub_block"):
+                state.grad_block_owner[idx] = op

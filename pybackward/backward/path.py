@@ -1,0 +1,144 @@
+"""Which forward ops need grad ops: the no-grad set and the op path.
+
+Steps 3, 5 and 6 of Paddle's append_backward: the no-grad names (every
+`stop_gradient` var of each block, plus the user's set in block 0), the op
+path found backwards from the targets (and forwards from the inputs, for
+`gradients`), and outputs of path ops that nothing uses, which get no grad.
+Ops whose type has no gradient (`grad=None` in the registry) never join the
+path and do not pass it on. Every step is one linear walk over the ops.
+"""
+from __future__ import annotations
+
+from ..errors import UnknownOpError, where
+from ..ops import registry
+from ..program import Block, Operator, Program, Variable
+from .names import grad_name
+
+#: Op types whose sub-block gets its own path (Paddle: conditional_block, while).
+_PATH_SUB_BLOCK_OPS = ("conditional_block", "while")
+
+
+def stop_gradient_names(program: Program) -> dict[int, set[str]]:
+    """Per block, `name@GRAD` for every var declared with stop_gradient."""
+    return {b.idx: {grad_name(n) for n, v in b.vars.items() if v.stop_gradient}
+            for b in program.blocks}
+
+
+def _has_grad(op: Operator, op_index: int) -> bool:
+    opdef = registry.find(op.type)
+    if opdef is None:
+        raise UnknownOpError(
+            f"{where(op.block.program.source, op.block.idx, op_index, op.type)}: op type "
+            f"'{op.type}' is on the gradient path but pybackward has no gradient rule for it; "
+            f"to stop the path there, put its inputs in the no-grad set "
+            f"(--no-grad {' --no-grad '.join(op.input_arg_names[:3]) or 'NAME'})")
+    return opdef.has_grad
+
+
+def output_names_for(block: Block, targets: list[Variable]) -> set[str]:
+    """Names whose gradient is wanted in `block`, given targets possibly in a sub-block."""
+    start = targets[0].block if targets else block
+    names = {t.name for t in targets}
+    if start.idx == block.idx or _is_ancestor(start, block):
+        return names
+    cur = start
+    while cur.idx != block.idx:
+        parent = cur.parent
+        assert parent is not None, "targets are not inside this block"
+        parent_names: set[str] = set()
+        for op in reversed(cur.ops):
+            if any(n in names for n in op.output_arg_names):
+                for n in op.input_arg_names:
+                    names.add(n)
+                    if not cur.has_var(n) and parent.has_var(n):
+                        parent_names.add(n)
+        cur, names = parent, parent_names
+    return names
+
+
+def _is_ancestor(ancestor: Block, block: Block) -> bool:
+    p = block.parent
+    while p is not None:
+        if p.idx == ancestor.idx:
+            return True
+        p = p.parent
+    return False
+
+
+def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
+                 no_grad: set[str], sub_paths: dict[int, list[Operator]],
+                 is_while: bool = False) -> list[Operator]:
+    """The ops of `block` on the way from `inputs` (if any) to `targets`.
+
+    `no_grad` holds forward names (no @GRAD); with `inputs` it gains the
+    stop_gradient inputs of path ops that are unreachable from the inputs.
+    `sub_paths` receives the path of each conditional_block / while sub-block.
+    """
+    ops = block.ops
+    relevant = [True] * len(ops)
+    input_names = {v.name for v in inputs}
+    output_names = output_names_for(block, targets)
+    if inputs:
+        for i, op in enumerate(ops):
+            if any(n in input_names for n in op.input_arg_names) and _has_grad(op, i):
+                input_names.update(n for n in op.output_arg_names if n not in no_grad)
+            else:
+                relevant[i] = False
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
+        sub = op.attr("sub_block") if op.has_attr("sub_block") else None
+        if sub is not None:
+            sub_block = block.program.block(int(sub))
+            wanted = output_names & set(op.output_arg_names)
+            sub_paths[sub_block.idx] = sub_block_path(sub_block, op, set(), sub_paths, wanted)
+        if any(n in output_names for n in op.output_arg_names) and _has_grad(op, i):
+            output_names.update(n for n in op.input_arg_names if n not in no_grad)
+        else:
+            relevant[i] = False
+    if is_while:
+        # Loop-carried values: ops writing anything still needed join the path.
+        for i in range(len(ops) - 1, -1, -1):
+            op = ops[i]
+            if not relevant[i] and any(n in output_names for n in op.output_arg_names):
+                relevant[i] = True
+                if _has_grad(op, i):
+                    output_names.update(n for n in op.input_arg_names if n not in no_grad)
+    path = [op for op, keep in zip(ops, relevant) if keep]
+    if inputs:
+        for op in path:
+            for n in op.input_arg_names:
+                if n not in input_names:
+                    v = block.find_var_recursive(n)
+                    if v is not None and v.stop_gradient:
+                        no_grad.add(n)
+    return path
+
+
+def sub_block_path(sub_block: Block, owner: Operator, no_grad: set[str],
+                   sub_paths: dict[int, list[Operator]], targets: set[str]) -> list[Operator]:
+    """The path inside a conditional_block / while body; all ops for other owners."""
+    if owner.type not in _PATH_SUB_BLOCK_OPS:
+        return list(sub_block.ops)
+    wanted = [sub_block.var(n) for n in targets]
+    for n in targets:
+        for op in sub_block.ops:
+            if n in op.output_arg_names:
+                wanted.extend(sub_block.var(m) for m in op.input_arg_names)
+    return find_op_path(sub_block, wanted, [], no_grad, sub_paths, is_while=owner.type == "while")
+
+
+def unused_outputs(block: Block, path: list[Operator], targets: list[Variable],
+                   no_grad: set[str]) -> set[str]:
+    """Outputs of path ops that nothing downstream reads: they get no gradient."""
+    needed = output_names_for(block, targets)
+    unused: set[str] = set()
+    for op in reversed(path):
+        ins = op.input_arg_names
+        if not op.has_attr("sub_block"):
+            in_set = set(ins)
+            for n in op.output_arg_names:
+                v = block.find_var_recursive(n)
+                if n not in needed and n not in in_set and not (v is not None and v.stop_gradient):
+                    unused.add(n)
+        needed.update(n for n in ins if n not in no_grad)
+    return unused

@@ -1,0 +1,102 @@
+"""Removing grad ops that compute nothing needed.
+
+* `remove_no_grad_branch` (Paddle's `_remove_no_grad_branch_`): drop a grad
+  op whose outputs are all no-grad, or whose gradient inputs all are (its
+  outputs then become no-grad too, so removal cascades); then put a zero
+  `fill_any_like` before each remaining op for every no-grad gradient it
+  still reads.
+* `find_not_needed` (Paddle's `_find_not_need_ops`): grad ops fed only by
+  vars nothing produces head subgraphs that can never run; such subgraphs
+  go, unless that would remove every grad op.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from ..ops.registry import GradOp, fresh_op
+from ..program import Operator
+from .names import GRAD_SUFFIX, strip_grad_suffix
+
+
+def remove_no_grad_branch(ops: list[GradOp], no_grad: set[str], target_grads: set[str]) -> list[GradOp]:
+    kept: list[GradOp] = []
+    for op in ops:
+        outs = list(op.output_args())
+        if not outs or all(o in no_grad for o in outs):
+            continue
+        grad_ins = [n for n in op.input_args() if GRAD_SUFFIX in n]
+        if grad_ins and all(n in no_grad for n in grad_ins):
+            no_grad.update(set(outs) - target_grads)
+            continue
+        kept.append(op)
+    out: list[GradOp] = []
+    for op in kept:
+        for arg in op.input_args():
+            if GRAD_SUFFIX in arg and arg in no_grad:
+                out.append(fresh_op("fill_any_like", {"X": [strip_grad_suffix(arg)]}, {"Out": [arg]},
+                                    {"value": 0.0, "dtype": -1, "op_device": ""}))
+        out.append(op)
+    return out
+
+
+class _Node:
+    __slots__ = ("op", "ins", "outs", "readers")
+
+    def __init__(self, op=None):
+        self.op = op
+        self.ins: list[_Node] = []
+        self.outs: list[_Node] = []
+        self.readers: list[_Node] = []
+
+
+def find_not_needed(ops: list[GradOp], forward_ops: list[Operator],
+                    input_grad_names: set[str] | None) -> set[int]:
+    """ids (id()) of the grad ops in subgraphs that no forward value feeds."""
+    forward_vars = set(input_grad_names or ())
+    for op in forward_ops:
+        forward_vars.update(op.input_arg_names)
+        forward_vars.update(op.output_arg_names)
+    versions: dict[str, list[_Node]] = {}
+    backward_vars: set[str] = set()
+    heads: list[_Node] = []
+    op_nodes: list[_Node] = []
+    for op in ops:
+        in_set = set(op.input_args())
+        new_vars = in_set - forward_vars - backward_vars
+        backward_vars.update(op.output_args())
+        node = _Node(op)
+        for name in op.input_args():
+            if name not in versions:
+                versions[name] = [_Node()]
+            var = versions[name][-1]
+            var.readers.append(node)
+            node.ins.append(var)
+        for name in op.output_args():
+            var = _Node()
+            versions.setdefault(name, []).append(var)
+            node.outs.append(var)
+        op_nodes.append(node)
+        if len(new_vars) == len(in_set):
+            heads.append(node)
+    doomed: list[GradOp] = []
+    for head in heads:
+        reached = [head]
+        ready = set(map(id, head.ins))
+        queue = deque([head])
+        removable = True
+        while queue:
+            node = queue.popleft()
+            if node.ins and all(id(v) in ready for v in node.ins):
+                for var in node.outs:
+                    queue.extend(var.readers)
+                    reached.extend(var.readers)
+                ready.update(map(id, node.outs))
+            else:
+                removable = False
+                break
+        if removable:
+            doomed.extend(n.op for n in reached)
+    doomed_ids = {id(op) for op in doomed}
+    if doomed_ids == {id(op) for op in ops}:
+        return set()
+    return doomed_ids

@@ -1,0 +1,280 @@
+"""A NumPy interpreter for programs: forward ops, grad ops, sub-blocks.
+
+    exe = Executor()
+    scope = Scope()
+    exe.run(startup, scope=scope)                       # initialise parameters
+    loss, gw = exe.run(main, feed={"x": x}, fetch_list=["mean_0.tmp_0", "fc_0.w_0@GRAD"], scope=scope)
+
+Every kernel comes from the op registry; the interpreter knows no op type.
+Each block is compiled once into a plan (kernel, argument names, decoded
+attrs, declared output dtypes), so running an op costs a few dict lookups
+and the kernel. Values keep the dtype their var declares (float32 stays
+float32, int64 ids stay int64). Persistable vars live in the scope across
+runs; everything else lives in a per-run child scope.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import attrs as _attrs
+from . import dtypes
+from .errors import ExecutionError, PyBackwardError, where
+from .ops import registry
+from .ops.registry import EMPTY_VAR_NAME, Call
+from .program import Block, Program, Variable
+
+_LIST_VAR_TYPES = (dtypes.VarType.FEED_MINIBATCH, dtypes.VarType.FETCH_LIST)
+
+
+class Scope:
+    """Var name -> value, with a parent chain (Paddle's Scope)."""
+
+    def __init__(self, parent: "Scope | None" = None):
+        self.parent = parent
+        self.vars: dict[str, Any] = {}
+
+    def find(self, name: str) -> Any:
+        s: Scope | None = self
+        while s is not None:
+            v = s.vars.get(name, _MISSING)
+            if v is not _MISSING:
+                return v
+            s = s.parent
+        return _MISSING
+
+    def has(self, name: str) -> bool:
+        return self.find(name) is not _MISSING
+
+    def get(self, name: str, default: Any = None) -> Any:
+        v = self.find(name)
+        return default if v is _MISSING else v
+
+    def set(self, name: str, value: Any) -> None:
+        self.vars[name] = value
+
+    def owner(self, name: str) -> "Scope | None":
+        s: Scope | None = self
+        while s is not None:
+            if name in s.vars:
+                return s
+            s = s.parent
+        return None
+
+    def child(self) -> "Scope":
+        return Scope(self)
+
+    def __contains__(self, name: str) -> bool:
+        return self.has(name)
+
+    def __getitem__(self, name: str) -> Any:
+        v = self.find(name)
+        if v is _MISSING:
+            raise KeyError(name)
+        return v
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.vars[name] = value
+
+
+_MISSING = object()
+
+
+@dataclasses.dataclass
+class _Step:
+    index: int
+    op_type: str
+    kernel: Any
+    ins: tuple[tuple[str, tuple[str, ...]], ...]
+    outs: dict[str, list[str]]
+    out_items: tuple[tuple[str, tuple[str, ...]], ...]
+    attrs: dict[str, Any]
+    out_dtypes: dict[str, np.dtype | None]
+    persistable: frozenset[str]
+
+
+class OpEnv:
+    """What control-flow kernels see of the interpreter (`call.env`)."""
+
+    def __init__(self, executor: "Executor", program: Program, scope: Scope):
+        self.executor = executor
+        self.program = program
+        self.scope = scope
+
+    def run_block(self, block_idx: int, scope: Scope) -> None:
+        self.executor._run_block(self.program.block(block_idx), scope)
+
+
+class Executor:
+    """Runs programs with NumPy kernels from the op registry."""
+
+    def __init__(self, seed: int = 0, check_nan: bool = False):
+        self.rng = np.random.default_rng(seed)
+        self.check_nan = check_nan
+        self._plans: dict[tuple[int, int, int], list[_Step]] = {}
+        #: Peak bytes held by the run's scopes, when `track_memory` is on.
+        self.track_memory = False
+        self.peak_bytes = 0
+
+    # -- public ------------------------------------------------------------
+    def run(self, program: Program, feed: Mapping[str, Any] | None = None,
+            fetch_list: Sequence[str | Variable] | None = None, scope: Scope | None = None,
+            return_numpy: bool = True) -> list[np.ndarray]:
+        """Run block 0 of `program`; return the fetched values in order."""
+        scope = Scope() if scope is None else scope
+        local = scope.child()
+        block = program.global_block()
+        self._place_feeds(program, block, feed or {}, scope, local)
+        self.peak_bytes = 0
+        self._run_block(block, local, root=scope)
+        out = []
+        for f in fetch_list or ():
+            name = f.name if isinstance(f, Variable) else f
+            v = local.find(name)
+            if v is _MISSING:
+                raise ExecutionError(f"{where(program.source, 0, var=name)}: cannot fetch: "
+                                     "no op computed it and it was not fed")
+            out.append(np.asarray(v) if return_numpy and not isinstance(v, list) else v)
+        return out
+
+    # -- feeds -------------------------------------------------------------
+    def _place_feeds(self, program: Program, block: Block, feed: Mapping[str, Any],
+                     scope: Scope, local: Scope) -> None:
+        for name, value in feed.items():
+            var = block.find_var_recursive(name)
+            if var is None:
+                raise ExecutionError(f"{where(program.source, 0, var=name)}: fed, but the program "
+                                     "declares no such variable")
+            arr = np.asarray(value)
+            if var.dtype is not None and arr.dtype != var.dtype:
+                if not np.can_cast(arr.dtype, var.dtype, casting="same_kind") or \
+                        (arr.dtype.kind != var.dtype.kind):
+                    raise ExecutionError(f"{where(program.source, 0, var=name)}: feed has dtype "
+                                         f"{arr.dtype}, the variable is {var.dtype}")
+                arr = arr.astype(var.dtype)
+            shape = var.shape
+            if var.data_type is not None and (len(shape) != arr.ndim or any(
+                    d != -1 and d != s for d, s in zip(shape, arr.shape))):
+                raise ExecutionError(f"{where(program.source, 0, var=name)}: feed has shape "
+                                     f"{list(arr.shape)}, the variable is declared {list(shape)}")
+            (scope if var.persistable else local).set(name, arr)
+        for v in block.vars.values():
+            if v.type in _LIST_VAR_TYPES:
+                local.set(v.name, [])
+
+    # -- compile -----------------------------------------------------------
+    def _plan(self, block: Block) -> list[_Step]:
+        key = (id(block.desc), block.idx, len(block.ops))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = [self._compile(block, i, op) for i, op in enumerate(block.ops)]
+            self._plans[key] = plan
+        return plan
+
+    def _compile(self, block: Block, index: int, op) -> _Step:
+        opdef = registry.find(op.type)
+        if opdef is None or opdef.kernel is None:
+            supported = sum(1 for d in registry.all_ops().values() if d.kernel is not None)
+            raise ExecutionError(
+                f"{where(block.program.source, block.idx, index, op.type)}: no kernel for op type "
+                f"'{op.type}' ({supported} op types have kernels; `pybackward ops` lists them)")
+        outs = op.outputs
+        out_dtypes: dict[str, np.dtype | None] = {}
+        persist = set()
+        for names in outs.values():
+            for n in names:
+                v = block.find_var_recursive(n)
+                if v is not None and v.data_type is not None:
+                    try:
+                        out_dtypes[n] = dtypes.to_numpy(v.data_type)
+                    except KeyError:
+                        out_dtypes[n] = None
+                    if v.persistable:
+                        persist.add(n)
+        attrs = {a.name: _attrs.decode(a) for a in op.desc.attrs if a.name != "op_callstack"}
+        return _Step(index, op.type, opdef.kernel,
+                     tuple((s, tuple(a)) for s, a in op.inputs.items()), outs,
+                     tuple((s, tuple(a)) for s, a in outs.items()), attrs, out_dtypes,
+                     frozenset(persist))
+
+    # -- run ---------------------------------------------------------------
+    def _run_block(self, block: Block, scope: Scope, root: Scope | None = None) -> None:
+        program = block.program
+        env = OpEnv(self, program, scope)
+        root = root if root is not None else _root_of(scope)
+        find = scope.find
+        for step in self._plan(block):
+            ins: dict[str, list] = {}
+            for slot, names in step.ins:
+                vals = []
+                for n in names:
+                    if n == EMPTY_VAR_NAME:
+                        continue
+                    v = find(n)
+                    if v is _MISSING:
+                        raise ExecutionError(
+                            f"{where(program.source, block.idx, step.index, step.op_type, n)}: input "
+                            f"'{slot}' has no value: not fed, not initialised by a startup program, "
+                            "and no earlier op computed it")
+                    vals.append(v)
+                ins[slot] = vals
+            try:
+                res = step.kernel(Call(step.op_type, ins, step.attrs, step.outs, self.rng, env))
+            except PyBackwardError as e:
+                raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type)}: {e}") from None
+            except (ValueError, IndexError, TypeError, FloatingPointError, KeyError) as e:
+                shapes = {s: [np.shape(v) for v in vs] for s, vs in ins.items()}
+                raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type)}: "
+                                     f"kernel failed on inputs {shapes}: {type(e).__name__}: {e}") from None
+            for slot, names in step.out_items:
+                val = res.get(slot)
+                if val is None:
+                    continue
+                vals = val if isinstance(val, (list, tuple)) else (val,)
+                for n, v in zip(names, vals):
+                    if n == EMPTY_VAR_NAME or v is None:
+                        continue
+                    dt = step.out_dtypes.get(n)
+                    if dt is not None and isinstance(v, np.ndarray) and v.dtype != dt:
+                        v = v.astype(dt)
+                    elif dt is not None and not isinstance(v, (np.ndarray, list)):
+                        v = np.asarray(v, dtype=dt)
+                    if self.check_nan and isinstance(v, np.ndarray) and v.dtype.kind in "fc" \
+                            and not np.all(np.isfinite(v)):
+                        raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type, n)}: "
+                                             "produced NaN or Inf (first op to do so)")
+                    if n in step.persistable:
+                        owner = scope.owner(n)
+                        (owner if owner is not None else root).set(n, v)
+                    else:
+                        owner = scope.owner(n)
+                        (owner if owner is not None and owner is not root else scope).set(n, v)
+            if self.track_memory:
+                self.peak_bytes = max(self.peak_bytes, scope_bytes(scope, root))
+
+
+def _root_of(scope: Scope) -> Scope:
+    while scope.parent is not None:
+        scope = scope.parent
+    return scope
+
+
+def scope_bytes(scope: Scope, stop: Scope | None = None) -> int:
+    """Bytes of the arrays held by `scope` and its parents below `stop`."""
+    total = 0
+    s: Scope | None = scope
+    while s is not None and s is not stop:
+        for v in s.vars.values():
+            if isinstance(v, np.ndarray):
+                total += v.nbytes
+        s = s.parent
+    return total
+
+
+def load_params(scope: Scope, values: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
+    """Put parameter values (e.g. from an .npz) into a scope."""
+    items = values.items() if hasattr(values, "items") else values
+    for k, v in items:
+        scope.set(k, np.asarray(v))
