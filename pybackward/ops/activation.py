@@ -1,2 +1,391 @@
-"""activation ops: declared in the registry (see registry.py)."""
+"""Activation ops (unary, elementwise), clip / pow / prelu, and the
+comparison and logical ops (no gradient).
+
+Formulas follow Paddle 3.3.1's phi kernels, including which forward slots
+each grad op reads (`relu_grad` reads Out, `gelu_grad` reads X, `elu_grad`
+both), and the attrs Paddle 3.3.1 ignores: `relu6.threshold` (fixed 6),
+`swish.beta` (fixed 1), `hard_swish.threshold/scale/offset` (fixed 6/6/3).
+"""
 from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ExecutionError
+from ._util import broadcast_pair, unbroadcast
+from .registry import Call, GradSpec, OpDef, Sample, register
+
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+_erf_obj = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_erf_obj(np.asarray(x, dtype=np.float64)), dtype=np.float64)
+
+
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))  # stable for large |x|
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _arr(v, like: np.ndarray) -> np.ndarray:
+    """`v` as an ndarray of `like`'s dtype (0-D results stay arrays)."""
+    return np.asarray(v).astype(like.dtype, copy=False)
+
+
+def _no_int(c: Call, x: np.ndarray) -> None:
+    if x.dtype.kind not in "fc":
+        raise ExecutionError(f"op {c.op_type}: Paddle 3.3.1 has no {x.dtype} kernel for it")
+
+
+# --------------------------------------------------------------------------
+# sample helpers: values kept away from kinks so finite differences hold
+# --------------------------------------------------------------------------
+def _away(rng, shape, kinks=(0.0,), lo=-3.0, hi=3.0, gap=0.15):
+    x = rng.uniform(lo, hi, shape)
+    for k in kinks:
+        near = np.abs(x - k) < gap
+        x = np.where(near, k + np.where(x >= k, gap, -gap) * 2, x)
+    return x
+
+
+def _pos(rng, shape, lo=0.3, hi=2.5):
+    return rng.uniform(lo, hi, shape)
+
+
+def _std_samples(gen, attrs_list=({},)):
+    def samples(rng):
+        out = []
+        for attrs in attrs_list:
+            out.append(Sample({"X": [gen(rng, (3, 4))]}, dict(attrs), note=_note(attrs)))
+        out.append(Sample({"X": [gen(rng, (2, 3, 2))]}, dict(attrs_list[-1]), note="3-D"))
+        out.append(Sample({"X": [np.asarray(gen(rng, ()))]}, dict(attrs_list[0]), note="0-D"))
+        return out
+    return samples
+
+
+def _note(attrs):
+    return ",".join(f"{k}={v}" for k, v in attrs.items())
+
+
+# --------------------------------------------------------------------------
+# unary activations
+# --------------------------------------------------------------------------
+def _unary(name, fwd, dx, reads, attrs=(), gen=None, attrs_list=({},), ints=False, int_to_float=False,
+           doc=""):
+    """Declare `name` (X -> Out) and `name_grad` (reads + Out@GRAD -> X@GRAD).
+
+    fwd(x, c) -> out; dx(c, x, out, g) -> X@GRAD, with x / out None when the
+    grad op does not read them. `ints`: Paddle has integer kernels (dtype
+    kept); `int_to_float`: integer input gives float32 (exp, log).
+    """
+    def kernel(c: Call):
+        x = c.x("X")
+        if x.dtype.kind in "iub":
+            if int_to_float:
+                x = x.astype(np.float32)
+            elif not ints:
+                _no_int(c, x)
+        with np.errstate(all="ignore"):
+            return {"Out": _arr(fwd(x, c), x)}
+
+    def grad_kernel(c: Call):
+        if not c.wants("X@GRAD"):
+            return {}
+        x, out, g = c.x("X"), c.x("Out"), c.x("Out@GRAD")
+        with np.errstate(all="ignore"):
+            return {"X@GRAD": _arr(dx(c, x, out, g), x if x is not None else out)}
+
+    register(OpDef(
+        type=name, inputs=("X",), outputs=("Out",), kernel=kernel,
+        grad=GradSpec(f"{name}_grad", tuple(reads) + ("Out@GRAD",), ("X@GRAD",), kernel=grad_kernel),
+        samples=_std_samples(gen or (lambda rng, s: _away(rng, s)), attrs_list),
+        attrs_handled=attrs, doc=doc or f"Out = {name}(X)"))
+
+
+def _gelu(x, c):
+    if c.attr("approximate", False):
+        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_PI * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _gelu_grad(c, x, out, g):
+    if c.attr("approximate", False):
+        t = np.tanh(_SQRT_2_PI * (x + 0.044715 * x ** 3))
+        return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_PI * (1.0 + 3 * 0.044715 * x * x))
+    return g * (0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))
+
+
+def _leaky(x, c):
+    return np.where(x >= 0, x, c.attr("alpha", 0.02) * x)
+
+
+def _elu(x, c):
+    return np.where(x > 0, x, c.attr("alpha", 1.0) * np.expm1(np.minimum(x, 0)))
+
+
+def _hard_swish(x, c):
+    return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def _hard_swish_grad(c, x, out, g):
+    t = x + 3.0
+    return g * np.where(t < 6.0, (t > 0) * (2.0 * x + 3.0) / 6.0, 1.0)
+
+
+def _softplus(x, c):
+    beta, thr = c.attr("beta", 1.0), c.attr("threshold", 20.0)
+    xb = beta * x
+    return np.where(xb > thr, x, (np.maximum(xb, 0) + np.log1p(np.exp(-np.abs(xb)))) / beta)
+
+
+def _softplus_grad(c, x, out, g):
+    xb = c.attr("beta", 1.0) * x
+    return np.where(xb > c.attr("threshold", 20.0), g, g * _sigmoid(xb))
+
+
+def _silu_grad(c, x, out, g):
+    s = _sigmoid(x)
+    return g * s * (1.0 + x * (1.0 - s))
+
+
+def _softmax(x, c):
+    axis = c.attr("axis", -1)
+    if x.ndim == 0:
+        return np.ones_like(x)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x, c):
+    axis = c.attr("axis", -1)
+    if x.ndim == 0:
+        return np.zeros_like(x)
+    s = x - np.max(x, axis=axis, keepdims=True)
+    return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
+
+
+def _axis(c, a):
+    return c.attr("axis", -1) if a.ndim else None
+
+
+_RELU6_GEN = lambda rng, s: _away(rng, s, (0.0, 6.0), -3.0, 9.0)  # noqa: E731
+_HSWISH_GEN = lambda rng, s: _away(rng, s, (-3.0, 3.0), -6.0, 6.0)  # noqa: E731
+_SOFTMAX_ATTRS = ({"axis": -1}, {"axis": 0}, {"axis": 1})
+
+# fmt: off
+_unary("relu", lambda x, c: np.maximum(x, 0), lambda c, x, o, g: g * (o > 0), ("Out",))
+_unary("sigmoid", lambda x, c: _sigmoid(x), lambda c, x, o, g: g * o * (1.0 - o), ("Out",))
+_unary("tanh", lambda x, c: np.tanh(x), lambda c, x, o, g: g * (1.0 - o * o), ("Out",))
+_unary("exp", lambda x, c: np.exp(x), lambda c, x, o, g: g * o, ("Out",), int_to_float=True)
+_unary("sqrt", lambda x, c: np.sqrt(x), lambda c, x, o, g: g * 0.5 / o, ("Out",), gen=_pos)
+_unary("rsqrt", lambda x, c: 1.0 / np.sqrt(x), lambda c, x, o, g: -0.5 * g * o ** 3, ("Out",), gen=_pos)
+_unary("reciprocal", lambda x, c: 1.0 / x, lambda c, x, o, g: -g * o * o, ("Out",),
+       gen=lambda r, s: _away(r, s, (0,), gap=0.4))
+_unary("relu6", lambda x, c: np.clip(x, 0, 6), lambda c, x, o, g: g * ((o > 0) & (o < 6)), ("Out",), gen=_RELU6_GEN,
+       doc="Out = min(max(X, 0), 6); Paddle 3.3.1 ignores a `threshold` attr")
+_unary("log", lambda x, c: np.log(x), lambda c, x, o, g: g / x, ("X",), gen=_pos, int_to_float=True)
+_unary("square", lambda x, c: x * x, lambda c, x, o, g: 2.0 * g * x, ("X",), ints=True)
+_unary("abs", lambda x, c: np.abs(x), lambda c, x, o, g: g * np.sign(x), ("X",), ints=True)
+_unary("gelu", _gelu, _gelu_grad, ("X",), ("approximate",), attrs_list=({"approximate": False}, {"approximate": True}))
+_unary("leaky_relu", _leaky, lambda c, x, o, g: np.where(x >= 0, g, c.attr("alpha", 0.02) * g), ("X",), ("alpha",),
+       attrs_list=({}, {"alpha": 0.1}))
+_unary("swish", lambda x, c: x * _sigmoid(x), _silu_grad, ("X",),
+       doc="Out = X * sigmoid(X); Paddle 3.3.1 ignores a `beta` attr")
+_unary("hard_swish", _hard_swish, _hard_swish_grad, ("X",), gen=_HSWISH_GEN,
+       doc="Out = X * clip(X + 3, 0, 6) / 6; Paddle 3.3.1 ignores threshold/scale/offset attrs")
+_unary("softplus", _softplus, _softplus_grad, ("X",), ("beta", "threshold"),
+       attrs_list=({}, {"beta": 2.0, "threshold": 3.0}), gen=lambda r, s: _away(r, s, (1.5,), -4.0, 4.0))
+_unary("silu", lambda x, c: x * _sigmoid(x), _silu_grad, ("X", "Out"))
+_unary("elu", _elu, lambda c, x, o, g: np.where(x > 0, g, g * c.attr("alpha", 1.0) * np.exp(np.minimum(x, 0))),
+       ("X", "Out"), ("alpha",), attrs_list=({}, {"alpha": 0.5}))
+_unary("softmax", _softmax, lambda c, x, o, g: o * (g - np.sum(g * o, axis=_axis(c, o), keepdims=True)), ("Out",),
+       ("axis",), attrs_list=_SOFTMAX_ATTRS)
+_unary("log_softmax", _log_softmax,
+       lambda c, x, o, g: g - np.exp(o) * np.sum(g, axis=_axis(c, o), keepdims=True), ("Out",), ("axis",),
+       attrs_list=_SOFTMAX_ATTRS)
+# fmt: on
+
+
+# --------------------------------------------------------------------------
+# pow (factor attr or FactorTensor), clip (min/max attrs or Min/Max tensors)
+# --------------------------------------------------------------------------
+def _factor(c: Call) -> float:
+    if c.has("FactorTensor"):
+        return float(np.asarray(c.x("FactorTensor")).reshape(-1)[0])
+    return c.attr("factor", 1.0)
+
+
+def _pow(c: Call):
+    x, p = c.x("X"), _factor(c)
+    if x.dtype.kind in "iub":  # Paddle casts the factor to the integer type first
+        x, p = x.astype(np.float64), float(int(p))
+    with np.errstate(all="ignore"):
+        return {"Out": _arr(np.power(x, p), c.x("X"))}
+
+
+def _pow_grad(c: Call):
+    if not c.wants("X@GRAD"):
+        return {}
+    x, g, p = c.x("X"), c.x("Out@GRAD"), _factor(c)
+    with np.errstate(all="ignore"):
+        return {"X@GRAD": _arr(g * p * np.power(x, p - 1.0), x)}
+
+
+def _pow_samples(rng):
+    return [Sample({"X": [_away(rng, (3, 4))]}, {"factor": 2.0}, note="factor=2"),
+            Sample({"X": [_away(rng, (3, 4))]}, {"factor": 3.0}, note="factor=3"),
+            Sample({"X": [_pos(rng, (3, 4))]}, {"factor": 0.5}, note="factor=0.5"),
+            Sample({"X": [_pos(rng, (2, 3))], "FactorTensor": [np.array([1.5])]}, {"factor": 2.0},
+                   note="FactorTensor")]
+
+
+register(OpDef(
+    type="pow", inputs=("X", "FactorTensor"), outputs=("Out",), kernel=_pow,
+    grad=GradSpec("pow_grad", ("X", "Out@GRAD", "FactorTensor"), ("X@GRAD",), kernel=_pow_grad),
+    samples=_pow_samples, attrs_handled=("factor",), doc="Out = X ** factor (FactorTensor wins)"))
+
+
+def _bounds(c: Call, x: np.ndarray):
+    lo = float(np.asarray(c.x("Min")).reshape(-1)[0]) if c.has("Min") else c.attr("min", None)
+    hi = float(np.asarray(c.x("Max")).reshape(-1)[0]) if c.has("Max") else c.attr("max", None)
+    if lo is None or hi is None:
+        raise ExecutionError(f"op {c.op_type}: needs `min` and `max` attrs or Min/Max inputs")
+    if lo > hi:
+        raise ExecutionError(f"op {c.op_type}: min ({lo}) is greater than max ({hi})")
+    if x.dtype.kind in "iu":  # Paddle casts the bounds to the input type (truncation)
+        lo, hi = int(lo), int(hi)
+    return np.asarray(lo).astype(x.dtype), np.asarray(hi).astype(x.dtype)
+
+
+def _clip(c: Call):
+    x = c.x("X")
+    lo, hi = _bounds(c, x)
+    return {"Out": _arr(np.minimum(np.maximum(x, lo), hi), x)}
+
+
+def _clip_grad(c: Call):
+    if not c.wants("X@GRAD"):
+        return {}
+    x, g = c.x("X"), c.x("Out@GRAD")
+    lo, hi = _bounds(c, x)
+    return {"X@GRAD": _arr(g * ((x >= lo) & (x <= hi)), x)}
+
+
+def _clip_samples(rng):
+    def x(shape):
+        return _away(rng, shape, (-0.5, 1.0))
+    return [Sample({"X": [x((3, 4))]}, {"min": -0.5, "max": 1.0}),
+            Sample({"X": [x((2, 3))], "Min": [np.array([-0.5])], "Max": [np.array([1.0])]},
+                   {"min": -9.0, "max": 9.0}, wrt=("X",), note="Min/Max tensors")]
+
+
+register(OpDef(
+    type="clip", inputs=("X", "Min", "Max"), outputs=("Out",), kernel=_clip,
+    grad=GradSpec("clip_grad", ("X", "Out@GRAD", "Min", "Max"), ("X@GRAD",), kernel=_clip_grad),
+    samples=_clip_samples, attrs_handled=("min", "max"),
+    doc="Out = min(max(X, min), max); the grad passes where min <= X <= max"))
+
+
+# --------------------------------------------------------------------------
+# prelu
+# --------------------------------------------------------------------------
+def _prelu_alpha(c: Call, x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Alpha reshaped to broadcast against X, per `mode` / `data_format`."""
+    mode, fmt = c.attr("mode", "all"), c.attr("data_format", "NCHW")
+    if mode == "all":
+        return alpha.reshape(())
+    if mode == "channel":
+        if x.ndim < 2:
+            raise ExecutionError(f"op {c.op_type}: mode 'channel' needs X of rank >= 2, got {x.shape}")
+        if fmt not in ("NCHW", "NHWC", "NCL", "NLC", "NCDHW", "NDHWC"):
+            raise c.unsupported("data_format", fmt)
+        last = fmt in ("NHWC", "NLC", "NDHWC")
+        shape = [1] * x.ndim
+        shape[-1 if last else 1] = alpha.size
+        return alpha.reshape(shape)
+    if mode == "element":
+        return alpha.reshape((1,) + x.shape[1:])
+    raise c.unsupported("mode", mode, "expected 'all', 'channel' or 'element'")
+
+
+def _prelu(c: Call):
+    x = c.x("X")
+    _no_int(c, x)
+    a = _prelu_alpha(c, x, c.x("Alpha"))
+    return {"Out": _arr(np.where(x > 0, x, a * x), x)}
+
+
+def _prelu_grad(c: Call):
+    x, alpha, g = c.x("X"), c.x("Alpha"), c.x("Out@GRAD")
+    a = _prelu_alpha(c, x, alpha)
+    res = {}
+    if c.wants("X@GRAD"):
+        res["X@GRAD"] = _arr(np.where(x > 0, g, a * g), x)
+    if c.wants("Alpha@GRAD"):
+        da = unbroadcast(np.where(x > 0, 0.0, x * g), a.shape) if a.ndim else np.sum(np.where(x > 0, 0.0, x * g))
+        res["Alpha@GRAD"] = _arr(np.reshape(da, alpha.shape), alpha)
+    return res
+
+
+def _prelu_samples(rng):
+    x4 = _away(rng, (2, 3, 2, 2))
+    return [Sample({"X": [x4], "Alpha": [np.array([0.25])]}, {"mode": "all"}, note="all"),
+            Sample({"X": [x4], "Alpha": [rng.uniform(0.1, 0.5, (3,))]}, {"mode": "channel"}, note="channel"),
+            Sample({"X": [_away(rng, (2, 2, 2, 3))], "Alpha": [rng.uniform(0.1, 0.5, (3,))]},
+                   {"mode": "channel", "data_format": "NHWC"}, note="channel NHWC"),
+            Sample({"X": [x4], "Alpha": [rng.uniform(0.1, 0.5, (1, 3, 2, 2))]}, {"mode": "element"}, note="element"),
+            Sample({"X": [_away(rng, (3, 4))], "Alpha": [rng.uniform(0.1, 0.5, (4,))]}, {"mode": "channel"},
+                   note="channel 2-D")]
+
+
+register(OpDef(
+    type="prelu", inputs=("X", "Alpha"), outputs=("Out",), kernel=_prelu,
+    grad=GradSpec("prelu_grad", ("X", "Alpha", "Out@GRAD"), ("X@GRAD", "Alpha@GRAD"), kernel=_prelu_grad),
+    samples=_prelu_samples, attrs_handled=("mode", "data_format"),
+    doc="Out = X if X > 0 else Alpha * X; Alpha shared (all), per channel, or per element"))
+
+
+# --------------------------------------------------------------------------
+# comparison and logical ops: bool output, no gradient
+# --------------------------------------------------------------------------
+_COMPARE = {
+    "equal": np.equal,  # exact, also for floats (no tolerance in Paddle 3.3.1)
+    "not_equal": np.not_equal,
+    "less_than": np.less,
+    "less_equal": np.less_equal,
+    "greater_than": np.greater,
+    "greater_equal": np.greater_equal,
+}
+
+
+def _compare_kernel(fn):
+    def kernel(c: Call):
+        xb, yb = broadcast_pair(c.x("X"), c.x("Y"), c.attr("axis", -1))
+        with np.errstate(invalid="ignore"):
+            return {"Out": np.asarray(fn(xb, yb), dtype=np.bool_)}
+    return kernel
+
+
+for _name, _fn in _COMPARE.items():
+    register(OpDef(type=_name, inputs=("X", "Y"), outputs=("Out",), kernel=_compare_kernel(_fn), grad=None,
+                   attrs_handled=("axis",), doc=f"Out = {_name}(X, Y) (bool), Y broadcast to X at `axis`"))
+
+_LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor}
+
+
+def _logical_kernel(fn):
+    def kernel(c: Call):
+        xb, yb = broadcast_pair(c.x("X"), c.x("Y"), c.attr("axis", -1))
+        return {"Out": np.asarray(fn(xb.astype(np.bool_), yb.astype(np.bool_)))}
+    return kernel
+
+
+for _name, _fn in _LOGICAL.items():
+    register(OpDef(type=_name, inputs=("X", "Y"), outputs=("Out",), kernel=_logical_kernel(_fn), grad=None,
+                   doc=f"Out = {_name}(X != 0, Y != 0)"))
+
+register(OpDef(type="logical_not", inputs=("X",), outputs=("Out",), grad=None,
+               kernel=lambda c: {"Out": np.asarray(np.logical_not(c.x("X").astype(np.bool_)))},
+               doc="Out = not X (bool)"))
