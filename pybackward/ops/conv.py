@@ -1,0 +1,353 @@
+"""Convolutions: conv2d, depthwise_conv2d, conv2d_transpose and their grads.
+
+All kernels work on NCHW internally (NHWC is transposed at the edges). A
+convolution is an im2col (`sliding_window_view`, strided by stride and
+dilation) followed by one batched matmul over the groups; its input gradient
+is the matching col2im, a scatter-add done once per kernel offset (KH*KW
+vectorised adds, never a loop over pixels). A transposed convolution is the
+input gradient of the convolution it transposes, and vice versa.
+
+Paddle conventions (checked against Paddle 3.3.1, see testdata/ops/gen_nn.py):
+* `paddings` has 2 values (symmetric) or 4 (`[top, bottom, left, right]`);
+* `padding_algorithm="SAME"` pads `max((ceil(in/s)-1)*s + k - in, 0)` split
+  with the smaller half first, computed with the undilated kernel size, and
+  resets dilations to 1; `"VALID"` zeroes the paddings;
+* the filter is OIHW (`[out, in/groups, kh, kw]`) for both data formats;
+  conv2d_transpose's is `[in, out/groups, kh, kw]`;
+* conv2d_transpose's output size is `(in-1)*s - pad0 - pad1 + d*(k-1) + 1`,
+  plus `output_padding`, or `output_size` when given; its `Bias` input is
+  ignored by the kernel (Paddle's conv2d_transpose kernel has no bias).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .registry import Call, GradSpec, OpDef, Sample, register
+
+_LAYOUTS = ("NCHW", "NHWC", "AnyLayout")
+
+
+# --------------------------------------------------------------------------
+# attrs
+# --------------------------------------------------------------------------
+def _layout(c: Call) -> str:
+    fmt = c.attr("data_format", "NCHW")
+    if fmt not in _LAYOUTS:
+        raise c.unsupported("data_format", fmt, "conv2d takes NCHW, NHWC or AnyLayout")
+    return "NHWC" if fmt == "NHWC" else "NCHW"
+
+
+def _pair(c: Call, name: str, default) -> list[int]:
+    v = c.attr(name, default)
+    v = [int(t) for t in (v if isinstance(v, (list, tuple)) else [v])]
+    if len(v) == 1:
+        v = v * 2
+    if len(v) != 2:
+        raise c.unsupported(name, v, "expected 2 values (height, width)")
+    return v
+
+
+def _to_nchw(x: np.ndarray, layout: str) -> np.ndarray:
+    return x.transpose(0, 3, 1, 2) if layout == "NHWC" else x
+
+
+def _from_nchw(x: np.ndarray, layout: str) -> np.ndarray:
+    return x.transpose(0, 2, 3, 1) if layout == "NHWC" else x
+
+
+def update_padding(c: Call, in_hw, k_hw, strides, dilations=None):
+    """Paddle's UpdatePaddingAndDilation: 4 paddings [top, bottom, left, right]
+    and the dilations actually used."""
+    p = [int(t) for t in c.attr("paddings", [0, 0])]
+    if len(p) == 2:
+        p = [p[0], p[0], p[1], p[1]]
+    elif len(p) != 4:
+        raise c.unsupported("paddings", p, "expected 2 or 4 values")
+    algo = c.attr("padding_algorithm", "EXPLICIT")
+    dil = list(dilations) if dilations is not None else [1, 1]
+    if algo == "SAME":
+        for i in range(2):
+            out = (in_hw[i] + strides[i] - 1) // strides[i]
+            pad_sum = max((out - 1) * strides[i] + k_hw[i] - in_hw[i], 0)
+            p[2 * i], p[2 * i + 1] = pad_sum // 2, pad_sum - pad_sum // 2
+            dil[i] = 1
+    elif algo == "VALID":
+        p = [0, 0, 0, 0]
+    elif algo != "EXPLICIT":
+        raise c.unsupported("padding_algorithm", algo, "expected EXPLICIT, SAME or VALID")
+    if min(p) < 0:
+        raise c.unsupported("paddings", p, "negative padding")
+    return p, dil
+
+
+# --------------------------------------------------------------------------
+# im2col / col2im over groups
+# --------------------------------------------------------------------------
+def _extent(k: int, d: int) -> int:
+    return d * (k - 1) + 1
+
+
+def _im2col(xp: np.ndarray, kh: int, kw: int, s, d, groups: int, out_hw=None):
+    """Windows of padded NCHW `xp` as (G, N*OH*OW, Cg*KH*KW), and OH, OW
+    (at most `out_hw` windows per axis when given)."""
+    n, ch, hp, wp = xp.shape
+    eh, ew = _extent(kh, d[0]), _extent(kw, d[1])
+    if hp < eh or wp < ew:
+        raise ValueError(f"convolution: padded input {hp}x{wp} is smaller than the "
+                         f"dilated kernel {eh}x{ew}")
+    v = sliding_window_view(xp, (eh, ew), axis=(2, 3))[:, :, ::s[0], ::s[1], ::d[0], ::d[1]]
+    if out_hw is not None:
+        v = v[:, :, :out_hw[0], :out_hw[1]]
+    oh, ow = v.shape[2], v.shape[3]
+    cg = ch // groups
+    v = v.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    return v.reshape(groups, n * oh * ow, cg * kh * kw), oh, ow
+
+
+def _col2im(cols: np.ndarray, xp_shape, kh: int, kw: int, s, d, groups: int, oh: int, ow: int):
+    """Scatter-add (G, N*OH*OW, Cg*KH*KW) columns back into a padded NCHW array."""
+    n, ch, hp, wp = xp_shape
+    cg = ch // groups
+    c6 = cols.reshape(groups, n, oh, ow, cg, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
+    c6 = c6.reshape(n, ch, kh, kw, oh, ow)
+    out = np.zeros(xp_shape, dtype=cols.dtype)
+    for i in range(kh):
+        hi = i * d[0]
+        for j in range(kw):
+            wj = j * d[1]
+            out[:, :, hi:hi + s[0] * (oh - 1) + 1:s[0], wj:wj + s[1] * (ow - 1) + 1:s[1]] += c6[:, :, i, j]
+    return out
+
+
+def _groups_split(y: np.ndarray, groups: int) -> np.ndarray:
+    """NCHW (N, M, OH, OW) -> (G, N*OH*OW, M/G)."""
+    n, m, oh, ow = y.shape
+    return y.reshape(n, groups, m // groups, oh, ow).transpose(1, 0, 3, 4, 2).reshape(groups, n * oh * ow, m // groups)
+
+
+def _groups_merge(yg: np.ndarray, n: int, oh: int, ow: int) -> np.ndarray:
+    """(G, N*OH*OW, Mg) -> NCHW (N, G*Mg, OH, OW)."""
+    g, _, mg = yg.shape
+    return yg.reshape(g, n, oh, ow, mg).transpose(1, 0, 4, 2, 3).reshape(n, g * mg, oh, ow)
+
+
+def _filter_mat(w: np.ndarray, groups: int) -> np.ndarray:
+    """OIHW filter (M, Cg, KH, KW) -> (G, Cg*KH*KW, M/G)."""
+    m, cg, kh, kw = w.shape
+    return w.reshape(groups, m // groups, cg * kh * kw).transpose(0, 2, 1)
+
+
+def _pad(x: np.ndarray, p) -> np.ndarray:
+    if not any(p):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])))
+
+
+def _check_groups(xch: int, w: np.ndarray, groups: int, what: str) -> None:
+    if groups < 1 or xch % groups or w.shape[0] % groups or xch // groups != w.shape[1]:
+        raise ValueError(f"{what}: input channels {xch}, filter {tuple(w.shape)} and groups={groups} do not fit")
+
+
+def conv_forward(x, w, p, s, d, groups, out_hw=None):
+    """NCHW convolution of x (N, C, H, W) with OIHW w; p = 4 paddings."""
+    _check_groups(x.shape[1], w, groups, "conv2d")
+    cols, oh, ow = _im2col(_pad(x, p), w.shape[2], w.shape[3], s, d, groups, out_hw)
+    return _groups_merge(np.matmul(cols, _filter_mat(w, groups)), x.shape[0], oh, ow)
+
+
+def conv_input_grad(dy, w, x_shape, p, s, d, groups):
+    """d conv / d x: col2im of dy times the filter, cropped to x_shape (NCHW)."""
+    n, ch, h, wd = x_shape
+    oh, ow = dy.shape[2], dy.shape[3]
+    cols = np.matmul(_groups_split(dy, groups), _filter_mat(w, groups).transpose(0, 2, 1))
+    xp = _col2im(cols, (n, ch, h + p[0] + p[1], wd + p[2] + p[3]), w.shape[2], w.shape[3], s, d, groups, oh, ow)
+    return xp[:, :, p[0]:p[0] + h, p[2]:p[2] + wd]
+
+
+def conv_filter_grad(x, dy, w_shape, p, s, d, groups):
+    """d conv / d w (OIHW)."""
+    m, cg, kh, kw = w_shape
+    cols, oh, ow = _im2col(_pad(x, p), kh, kw, s, d, groups, dy.shape[2:])
+    if (oh, ow) != dy.shape[2:]:
+        raise ValueError(f"conv2d grad: Output@GRAD spatial {dy.shape[2:]} != computed {(oh, ow)}")
+    gw = np.matmul(cols.transpose(0, 2, 1), _groups_split(dy, groups))  # (G, Cg*KH*KW, Mg)
+    return gw.transpose(0, 2, 1).reshape(m, cg, kh, kw)
+
+
+# --------------------------------------------------------------------------
+# conv2d / depthwise_conv2d
+# --------------------------------------------------------------------------
+def _conv_geometry(c: Call, x_nchw, w):
+    s = _pair(c, "strides", [1, 1])
+    d = _pair(c, "dilations", [1, 1])
+    if min(s) < 1 or min(d) < 1:
+        raise c.unsupported("strides/dilations", (s, d), "must be positive")
+    p, d = update_padding(c, x_nchw.shape[2:], w.shape[2:], s, d)
+    groups = int(c.attr("groups", 1))
+    return p, s, d, groups
+
+
+def _check_conv_attrs(c: Call) -> None:
+    if c.attr("fuse_relu_before_depthwise_conv", False):
+        raise c.unsupported("fuse_relu_before_depthwise_conv", True)
+
+
+def _conv2d(c: Call):
+    _check_conv_attrs(c)
+    layout = _layout(c)
+    x, w = _to_nchw(c.x("Input"), layout), c.x("Filter")
+    if x.ndim != 4 or w.ndim != 4:
+        raise c.unsupported("Input/Filter rank", (x.ndim, w.ndim), "conv2d needs 4-D Input and Filter")
+    p, s, d, groups = _conv_geometry(c, x, w)
+    out = conv_forward(x, w.astype(x.dtype, copy=False), p, s, d, groups)
+    return {"Output": _from_nchw(out, layout).astype(x.dtype, copy=False)}
+
+
+def _conv2d_grad(c: Call):
+    _check_conv_attrs(c)
+    layout = _layout(c)
+    x, w = _to_nchw(c.x("Input"), layout), c.x("Filter")
+    dy = _to_nchw(c.x("Output@GRAD"), layout)
+    p, s, d, groups = _conv_geometry(c, x, w)
+    res = {}
+    if c.wants("Input@GRAD"):
+        gx = conv_input_grad(dy, w, x.shape, p, s, d, groups)
+        res["Input@GRAD"] = _from_nchw(gx, layout).astype(x.dtype, copy=False)
+    if c.wants("Filter@GRAD"):
+        res["Filter@GRAD"] = conv_filter_grad(x, dy, w.shape, p, s, d, groups).astype(w.dtype, copy=False)
+    return res
+
+
+_CONV_ATTRS = ("strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format")
+
+
+def _conv_samples(rng: np.random.Generator, depthwise: bool = False):
+    r = rng.standard_normal
+    if depthwise:
+        return [
+            Sample({"Input": [r((2, 2, 4, 4))], "Filter": [r((4, 1, 3, 3))]},
+                   {"strides": [1, 1], "paddings": [1, 1], "groups": 2}, note="multiplier 2"),
+            Sample({"Input": [r((1, 3, 5, 5))], "Filter": [r((3, 1, 2, 2))]},
+                   {"strides": [2, 2], "paddings": [0, 1], "groups": 3}, note="stride 2"),
+            Sample({"Input": [r((1, 4, 4, 2))], "Filter": [r((2, 1, 3, 2))]},
+                   {"paddings": [1, 1], "groups": 2, "data_format": "NHWC", "dilations": [1, 2]}, note="NHWC"),
+        ]
+    return [
+        Sample({"Input": [r((2, 2, 4, 4))], "Filter": [r((3, 2, 3, 3))]},
+               {"strides": [1, 1], "paddings": [1, 1]}, note="pad 1"),
+        Sample({"Input": [r((2, 2, 5, 5))], "Filter": [r((2, 2, 3, 3))]},
+               {"strides": [2, 2], "paddings": [1, 0, 0, 1]}, note="stride 2 asym pad"),
+        Sample({"Input": [r((1, 2, 5, 5))], "Filter": [r((2, 2, 3, 3))]},
+               {"strides": [2, 2], "padding_algorithm": "SAME"}, note="SAME"),
+        Sample({"Input": [r((2, 2, 5, 4))], "Filter": [r((2, 2, 2, 3))]},
+               {"strides": [1, 2], "paddings": [1, 1], "padding_algorithm": "VALID"}, note="VALID"),
+        Sample({"Input": [r((1, 2, 6, 6))], "Filter": [r((2, 2, 2, 2))]},
+               {"strides": [1, 1], "paddings": [1, 1], "dilations": [2, 2]}, note="dilation 2"),
+        Sample({"Input": [r((1, 4, 4, 4))], "Filter": [r((4, 2, 2, 2))]},
+               {"strides": [1, 1], "paddings": [0, 0], "groups": 2}, note="groups 2"),
+        Sample({"Input": [r((2, 4, 3, 2))], "Filter": [r((3, 2, 2, 2))]},
+               {"strides": [1, 1], "paddings": [1, 0], "data_format": "NHWC"}, note="NHWC"),
+    ]
+
+
+for _t in ("conv2d", "depthwise_conv2d"):
+    register(OpDef(
+        type=_t, inputs=("Input", "Filter"), outputs=("Output",), kernel=_conv2d,
+        grad=GradSpec(f"{_t}_grad", ("Input", "Filter", "Output@GRAD"), ("Input@GRAD", "Filter@GRAD"),
+                      kernel=_conv2d_grad),
+        samples=(lambda rng, _d=(_t == "depthwise_conv2d"): _conv_samples(rng, _d)),
+        attrs_handled=_CONV_ATTRS,
+        doc="2-D convolution (im2col + batched matmul over groups); filter OIHW"))
+
+
+# --------------------------------------------------------------------------
+# conv2d_transpose
+# --------------------------------------------------------------------------
+def _transpose_geometry(c: Call, x_nchw, w):
+    s = _pair(c, "strides", [1, 1])
+    d = _pair(c, "dilations", [1, 1])
+    if min(s) < 1 or min(d) < 1:
+        raise c.unsupported("strides/dilations", (s, d), "must be positive")
+    p, d = update_padding(c, x_nchw.shape[2:], w.shape[2:], s, d)
+    groups = int(c.attr("groups", 1))
+    if groups < 1 or x_nchw.shape[1] != w.shape[0] or w.shape[0] % groups:
+        raise ValueError(f"conv2d_transpose: input channels {x_nchw.shape[1]}, filter {tuple(w.shape)} "
+                         f"and groups={groups} do not fit")
+    osz = [int(t) for t in (c.attr("output_size", []) or [])]
+    opad = [int(t) for t in (c.attr("output_padding", []) or [])]
+    out_hw = []
+    for i in range(2):
+        infer = (x_nchw.shape[2 + i] - 1) * s[i] - p[2 * i] - p[2 * i + 1] + _extent(w.shape[2 + i], d[i])
+        if osz:
+            if len(osz) != 2:
+                raise c.unsupported("output_size", osz, "expected 2 values")
+            if not infer <= osz[i] < infer + s[i]:
+                raise c.unsupported("output_size", osz, f"dim {i} must be in [{infer}, {infer + s[i]})")
+            out_hw.append(osz[i])
+        elif opad:
+            if len(opad) != 2:
+                raise c.unsupported("output_padding", opad, "expected 2 values")
+            if not 0 <= opad[i] < max(s[i], d[i]):
+                raise c.unsupported("output_padding", opad, "must be smaller than stride or dilation")
+            out_hw.append(infer + opad[i])
+        else:
+            out_hw.append(infer)
+    if min(out_hw) < 1:
+        raise ValueError(f"conv2d_transpose: output size {out_hw} is not positive")
+    return p, s, d, groups, out_hw
+
+
+def _conv2d_transpose(c: Call):
+    layout = _layout(c)
+    x, w = _to_nchw(c.x("Input"), layout), c.x("Filter")
+    if x.ndim != 4 or w.ndim != 4:
+        raise c.unsupported("Input/Filter rank", (x.ndim, w.ndim), "conv2d_transpose needs 4-D Input and Filter")
+    p, s, d, groups, (oh, ow) = _transpose_geometry(c, x, w)
+    out_shape = (x.shape[0], w.shape[1] * groups, oh, ow)
+    out = conv_input_grad(x, w.astype(x.dtype, copy=False), out_shape, p, s, d, groups)
+    return {"Output": _from_nchw(out, layout).astype(x.dtype, copy=False)}
+
+
+def _conv2d_transpose_grad(c: Call):
+    layout = _layout(c)
+    x, w = _to_nchw(c.x("Input"), layout), c.x("Filter")
+    dy = _to_nchw(c.x("Output@GRAD"), layout)
+    p, s, d, groups, _ = _transpose_geometry(c, x, w)
+    res = {}
+    if c.wants("Input@GRAD"):
+        gx = conv_forward(dy, w.astype(dy.dtype, copy=False), p, s, d, groups, x.shape[2:])
+        if gx.shape != x.shape:
+            raise ValueError(f"conv2d_transpose grad: Input@GRAD {gx.shape} != Input {x.shape}")
+        res["Input@GRAD"] = _from_nchw(gx, layout).astype(x.dtype, copy=False)
+    if c.wants("Filter@GRAD"):
+        res["Filter@GRAD"] = conv_filter_grad(dy, x, w.shape, p, s, d, groups).astype(w.dtype, copy=False)
+    return res
+
+
+def _transpose_samples(rng: np.random.Generator):
+    r = rng.standard_normal
+    return [
+        Sample({"Input": [r((2, 2, 3, 3))], "Filter": [r((2, 3, 3, 3))]},
+               {"strides": [1, 1], "paddings": [1, 1]}, note="pad 1"),
+        Sample({"Input": [r((1, 2, 3, 3))], "Filter": [r((2, 2, 3, 3))]},
+               {"strides": [2, 2], "paddings": [1, 1], "output_padding": [1, 0]}, note="stride 2 output_padding"),
+        Sample({"Input": [r((1, 4, 2, 3))], "Filter": [r((4, 1, 2, 2))]},
+               {"strides": [2, 1], "paddings": [0, 1, 1, 0], "groups": 2, "dilations": [2, 1]}, note="groups dilation"),
+        Sample({"Input": [r((1, 2, 2, 3))], "Filter": [r((2, 2, 3, 3))]},
+               {"strides": [2, 2], "paddings": [1, 1], "output_size": [4, 6]}, note="output_size"),
+        Sample({"Input": [r((1, 2, 3, 2))], "Filter": [r((2, 2, 3, 3))]},
+               {"strides": [2, 2], "padding_algorithm": "SAME"}, note="SAME"),
+        Sample({"Input": [r((1, 3, 2, 2))], "Filter": [r((2, 2, 2, 2))]},
+               {"strides": [2, 2], "data_format": "NHWC"}, note="NHWC"),
+    ]
+
+
+register(OpDef(
+    type="conv2d_transpose", inputs=("Input", "Filter", "Bias"), outputs=("Output",),
+    kernel=_conv2d_transpose,
+    grad=GradSpec("conv2d_transpose_grad", ("Input", "Filter", "Output@GRAD", "Bias"),
+                  ("Input@GRAD", "Filter@GRAD"), kernel=_conv2d_transpose_grad),
+    samples=_transpose_samples,
+    attrs_handled=_CONV_ATTRS + ("output_size", "output_padding"),
+    doc="2-D transposed convolution (col2im); filter [in, out/groups, kh, kw]; Bias ignored as in Paddle"))
