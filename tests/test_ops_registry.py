@@ -16,6 +16,8 @@ OPS = registry.all_ops()
 
 # Ops exempt from finite differences, each with the reason.
 NO_FD = {
+    "increment": "its grad maker emits Paddle's reverse increment (it restores a loop counter), "
+                 "which is not a gradient",
 }
 
 

@@ -1,3 +1,4 @@
 """Importing this module registers every op family (the registry is derived
 from these imports; nothing else lists op types)."""
-from . import activation, control_flow, elementwise, loss, math, nn, random, tensor  # noqa: F401
+from . import (activation, control_flow, elementwise, indexing, loss, math, nn, random,  # noqa: F401
+               shape, tensor)

@@ -1,2 +1,357 @@
-"""random ops: declared in the registry (see registry.py)."""
+"""Random ops: uniform_random, gaussian_random, truncated_gaussian_random,
+seed and dropout (with dropout_grad).
+
+Paddle's CPU kernels draw from `std::mt19937_64` through libstdc++'s
+distributions. This module re-implements that engine and those
+distributions, so for a nonzero seed (the `seed` attr, dropout's
+`fix_seed`/`seed` or its `Seed` input) the values equal Paddle's bit for bit:
+startup programs reproduce Paddle's initial parameters, and a recomputed
+dropout reproduces its mask. (gaussian_random calls the C library's log, as
+libstdc++ does; truncated_gaussian_random follows Paddle's arithmetic and
+usually matches to the last bit.) With seed 0 Paddle draws from its global
+generator, whose state a program file does not hold: the engine is then
+seeded from the interpreter's `Call.rng` instead.
+"""
 from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import ExecutionError
+from .registry import Call, GradSpec, OpDef, Sample, register
+from .tensor import ints_from, np_dtype
+
+_MASK64 = (1 << 64) - 1
+
+
+class MT19937_64:
+    """std::mt19937_64, vectorised over the 312-word state."""
+
+    N, M = 312, 156
+    _A = np.uint64(0xB5026F5AA96619E9)
+    _UPPER = np.uint64(0xFFFFFFFF80000000)
+    _LOWER = np.uint64(0x7FFFFFFF)
+
+    def __init__(self, seed: int):
+        mt = [int(seed) & _MASK64]
+        for i in range(1, self.N):
+            prev = mt[-1]
+            mt.append((6364136223846793005 * (prev ^ (prev >> 62)) + i) & _MASK64)
+        self._state = np.array(mt, dtype=np.uint64)
+        self._buf = np.zeros(0, dtype=np.uint64)
+
+    def _mix(self, cur, nxt, far):
+        y = (cur & self._UPPER) | (nxt & self._LOWER)
+        return far ^ (y >> np.uint64(1)) ^ np.where((y & np.uint64(1)) != 0, self._A, np.uint64(0))
+
+    def _twist(self) -> np.ndarray:
+        mt, n, m = self._state, self.N, self.M
+        new = np.empty_like(mt)
+        new[:n - m] = self._mix(mt[:n - m], mt[1:n - m + 1], mt[m:])
+        new[n - m:n - 1] = self._mix(mt[n - m:n - 1], mt[n - m + 1:], new[:m - 1])
+        new[n - 1:] = self._mix(mt[n - 1:], new[:1], new[m - 1:m])
+        self._state = new
+        y = new ^ ((new >> np.uint64(29)) & np.uint64(0x5555555555555555))
+        y ^= (y << np.uint64(17)) & np.uint64(0x71D67FFFEDA60000)
+        y ^= (y << np.uint64(37)) & np.uint64(0xFFF7EEE000000000)
+        return y ^ (y >> np.uint64(43))
+
+    def raw(self, n: int) -> np.ndarray:
+        """The next n 64-bit outputs."""
+        parts, have = [self._buf], len(self._buf)
+        while have < n:
+            block = self._twist()
+            parts.append(block)
+            have += len(block)
+        allv = np.concatenate(parts)
+        self._buf = allv[n:]
+        return allv[:n]
+
+    def canonical(self, n: int, dt: np.dtype) -> np.ndarray:
+        """std::generate_canonical<T>: one 64-bit draw per value, in [0, 1)."""
+        dt = np.dtype(dt)
+        u = self.raw(n).astype(dt) / dt.type(2.0 ** 64)
+        return np.minimum(u, np.nextafter(dt.type(1), dt.type(0)))
+
+    def uniform(self, n: int, lo: float, hi: float, dt: np.dtype) -> np.ndarray:
+        """std::uniform_real_distribution<T>(lo, hi): u * (hi - lo) + lo in T."""
+        t = np.dtype(dt).type
+        return self.canonical(n, dt) * (t(hi) - t(lo)) + t(lo)
+
+
+def _libm_log(dt: np.dtype):
+    """The C library's log/logf as a ufunc-like (libstdc++'s normal_distribution
+    calls it); NumPy's own log differs in the last bit now and then."""
+    name = ctypes.util.find_library("m")
+    try:
+        lib = ctypes.CDLL(name) if name else None
+        f = getattr(lib, "logf" if dt == np.float32 else "log")
+    except (OSError, AttributeError):
+        return lambda v: np.log(v.astype(np.float64)).astype(dt)
+    ctype = ctypes.c_float if dt == np.float32 else ctypes.c_double
+    f.restype, f.argtypes = ctype, [ctype]
+    uf = np.frompyfunc(f, 1, 1)
+    return lambda v: uf(v).astype(dt)
+
+
+_LOGS: dict = {}
+
+
+def normal(engine: MT19937_64, n: int, mean: float, std: float, dt: np.dtype) -> np.ndarray:
+    """std::normal_distribution<T>(mean, std) (libstdc++'s Marsaglia polar
+    method: each accepted pair gives two values, y first; a fresh distribution
+    per kernel call, so an odd count drops the last saved value)."""
+    dt = np.dtype(dt)
+    t = dt.type
+    log = _LOGS.get(dt) or _LOGS.setdefault(dt, _libm_log(dt))
+    need = (n + 1) // 2
+    if need == 0:
+        return np.zeros(0, dtype=dt)
+    xs, ys = [], []
+    got = 0
+    while got < need:
+        pairs = max(16, int((need - got) * 1.35) + 8)
+        u = engine.canonical(2 * pairs, dt)
+        x = t(2) * u[0::2] - t(1)
+        y = t(2) * u[1::2] - t(1)
+        r2 = x * x + y * y
+        ok = (r2 <= 1) & (r2 != 0)
+        xs.append(x[ok])
+        ys.append(y[ok])
+        got += int(ok.sum())
+    # (draws past the last needed pair are harmless: Paddle's engine for a
+    # seeded call, like this one, is discarded after the call)
+    x, y = np.concatenate(xs)[:need], np.concatenate(ys)[:need]
+    r2 = x * x + y * y
+    mult = np.sqrt(t(-2) * log(r2) / r2)
+    out = np.empty(2 * need, dtype=dt)
+    out[0::2], out[1::2] = y * mult, x * mult
+    return out[:n] * t(std) + t(mean)
+
+
+# --------------------------------------------------------------------------
+# kernels
+# --------------------------------------------------------------------------
+def _engine(c: Call, seed: int) -> MT19937_64:
+    if seed == 0:
+        rng = c.rng if c.rng is not None else np.random.default_rng()
+        seed = int(rng.integers(1, 2 ** 63))
+    return MT19937_64(seed)
+
+
+def _float_dtype(c: Call) -> tuple[np.dtype, np.dtype]:
+    """(the dtype to compute in, the output dtype): fp16 is drawn as float."""
+    d = int(c.attr("dtype", dtypes.VarType.FP32))
+    out = np_dtype(c, "dtype", d)
+    if out.kind != "f":
+        raise c.unsupported("dtype", d, "random ops make floating point tensors")
+    return (np.dtype(np.float32) if out == np.float16 else out), out
+
+
+def _shape(c: Call) -> tuple[int, ...]:
+    """Paddle's rule for the random ops: ShapeTensorList wins; ShapeTensor is
+    read only when the shape attr is empty."""
+    if c.has("ShapeTensorList") or not c.attr("shape", ()):
+        shape = tuple(ints_from(c, "ShapeTensor", "ShapeTensorList", "shape"))
+        if c.has("ShapeTensorList"):
+            shape = tuple(ints_from(c, None, "ShapeTensorList", "shape"))
+    else:
+        shape = tuple(int(v) for v in c.attr("shape"))
+    if any(d < 0 for d in shape):
+        raise ExecutionError(f"{c.op_type}: shape {list(shape)} has a negative dim")
+    return shape
+
+
+def _uniform_random(c: Call):
+    shape = _shape(c)
+    work, out_dt = _float_dtype(c)
+    n = int(np.prod(shape, dtype=np.int64))
+    lo, hi = np.float32(c.attr("min", -1.0)), np.float32(c.attr("max", 1.0))
+    data = _engine(c, int(c.attr("seed", 0))).uniform(n, lo, hi, work)
+    diag_num, diag_step = int(c.attr("diag_num", 0)), int(c.attr("diag_step", 0))
+    if diag_num > 0:
+        if n <= (diag_num - 1) * (diag_step + 1):
+            raise ExecutionError(f"uniform_random: diag_num={diag_num}, diag_step={diag_step} exceed {n} elements")
+        data[np.arange(diag_num) * (diag_step + 1)] = work.type(c.attr("diag_val", 1.0))
+    return {"Out": data.astype(out_dt, copy=False).reshape(shape)}
+
+
+register(OpDef(type="uniform_random", inputs=("ShapeTensor", "ShapeTensorList"), outputs=("Out",),
+               kernel=_uniform_random, grad=None,
+               attrs_handled=("shape", "min", "max", "seed", "dtype", "diag_num", "diag_step", "diag_val"),
+               doc="Out ~ U[min, max) (Paddle's exact stream for seed != 0)"))
+
+
+def _gaussian_random(c: Call):
+    shape = _shape(c)
+    work, out_dt = _float_dtype(c)
+    n = int(np.prod(shape, dtype=np.int64))
+    mean, std = np.float32(c.attr("mean", 0.0)), np.float32(c.attr("std", 1.0))
+    data = normal(_engine(c, int(c.attr("seed", 0))), n, mean, std, work)
+    return {"Out": data.astype(out_dt, copy=False).reshape(shape)}
+
+
+register(OpDef(type="gaussian_random", inputs=("ShapeTensor", "ShapeTensorList"), outputs=("Out",),
+               kernel=_gaussian_random, grad=None, attrs_handled=("shape", "mean", "std", "seed", "dtype"),
+               doc="Out ~ N(mean, std^2) (Paddle's exact stream for seed != 0)"))
+
+
+# Paddle's Erfinv (funcs/truncated_normal.h), coefficients A..F.
+_ERFINV = {
+    "A": [1.1975323115670912564578e0, 4.7072688112383978012285e1, 6.9706266534389598238465e2,
+          4.8548868893843886794648e3, 1.6235862515167575384252e4, 2.3782041382114385731252e4,
+          1.1819493347062294404278e4, 8.8709406962545514830200e2],
+    "B": [1.0, 4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3,
+          2.1213794301586595867e4, 3.9307895800092710610e4, 2.8729085735721942674e4, 5.2264952788528545610e3],
+    "C": [1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0,
+          3.64784832476320460504e0, 1.27045825245236838258e0, 2.41780725177450611770e-1,
+          2.27238449892691845833e-2, 7.74545014278341407640e-4],
+    "D": [1.4142135623730950488016887e0, 2.9036514445419946173133295e0, 2.3707661626024532365971225e0,
+          9.7547832001787427186894837e-1, 2.0945065210512749128288442e-1, 2.1494160384252876777097297e-2,
+          7.7441459065157709165577218e-4, 1.4859850019840355905497876e-9],
+    "E": [6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0,
+          2.96560571828504891230e-1, 2.65321895265761230930e-2, 1.24266094738807843860e-3,
+          2.71155556874348757815e-5, 2.01033439929228813265e-7],
+    "F": [1.414213562373095048801689e0, 8.482908416595164588112026e-1, 1.936480946950659106176712e-1,
+          2.103693768272068968719679e-2, 1.112800997078859844711555e-3, 2.611088405080593625138020e-5,
+          2.010321207683943062279931e-7, 2.891024605872965461538222e-15],
+}
+
+
+def _horner(name: str, r: np.ndarray) -> np.ndarray:
+    t = r.dtype.type
+    coef = [t(v) for v in _ERFINV[name]]
+    acc = coef[7] * r + coef[6]
+    for k in range(5, -1, -1):
+        acc = acc * r + coef[k]
+    return acc
+
+
+def _erfinv(x: np.ndarray) -> np.ndarray:
+    """Paddle's Erfinv<T>, with its mix of T and double arithmetic."""
+    t = x.dtype.type
+    out = np.empty_like(x)
+    ax = np.abs(x)
+    small = ax <= 0.85
+    xs = x[small].astype(np.float64)
+    r = (0.180625 - 0.25 * xs * xs).astype(x.dtype)
+    out[small] = x[small] * _horner("A", r) / _horner("B", r)
+    big = ~small & (ax < 1)
+    if big.any():
+        xb = x[big]
+        lg = np.frompyfunc(math.log, 1, 1)(1.0 - np.abs(xb).astype(np.float64)).astype(np.float64)
+        r = np.sqrt(np.float64(t(0.6931471805599453)) - lg).astype(x.dtype)
+        mid = r <= 5.0
+        num, den = np.empty_like(r), np.empty_like(r)
+        rm = (r[mid].astype(np.float64) - 1.6).astype(x.dtype)
+        num[mid], den[mid] = _horner("C", rm), _horner("D", rm)
+        rt = (r[~mid].astype(np.float64) - 5.0).astype(x.dtype)
+        num[~mid], den[~mid] = _horner("E", rt), _horner("F", rt)
+        out[big] = np.where(xb < 0, -num / den, num / den)
+    out[ax == 1] = np.copysign(np.inf, x[ax == 1])
+    out[ax > 1] = np.nan
+    return out
+
+
+def _truncated_gaussian_random(c: Call):
+    shape = tuple(int(v) for v in c.attr("shape", ()))
+    work, out_dt = _float_dtype(c)
+    t = work.type
+    n = int(np.prod(shape, dtype=np.int64))
+    mean, std = t(c.attr("mean", 0.0)), t(c.attr("std", 1.0))
+    a, b = t(c.attr("a", -2.0)), t(c.attr("b", 2.0))
+
+    def cdf(v):  # double arithmetic, stored in T
+        return t((1.0 + math.erf(float(t((v - mean) / std)) / math.sqrt(2.0))) / 2.0)
+    a_cdf, b_cdf = cdf(a), cdf(b)
+    eng = _engine(c, int(c.attr("seed", 0)))
+    value = eng.uniform(n, np.finfo(np.float32).tiny, 1.0, work)
+    p = a_cdf + (b_cdf - a_cdf) * value
+    e = _erfinv(t(2) * p - t(1))
+    ret = (math.sqrt(2.0) * e.astype(np.float64) * np.float64(std) + np.float64(mean)).astype(work)
+    return {"Out": np.clip(ret, a, b).astype(out_dt, copy=False).reshape(shape)}
+
+
+register(OpDef(type="truncated_gaussian_random", inputs=(), outputs=("Out",),
+               kernel=_truncated_gaussian_random, grad=None,
+               attrs_handled=("shape", "mean", "std", "seed", "a", "b", "dtype"),
+               doc="Out ~ N(mean, std^2) truncated to [a, b] by inverse CDF"))
+
+
+def _seed(c: Call):
+    s = int(c.attr("seed", 0))
+    if s == 0:
+        rng = c.rng if c.rng is not None else np.random.default_rng()
+        s = int(rng.integers(1, 2 ** 31))
+    return {"Out": np.array([s], dtype=np.int32)}
+
+
+register(OpDef(type="seed", inputs=(), outputs=("Out",), kernel=_seed, grad=None, attrs_handled=("seed",),
+               doc="Out = [seed] (int32; a random nonzero value when seed is 0)"))
+
+
+# --------------------------------------------------------------------------
+# dropout
+# --------------------------------------------------------------------------
+def _dropout_p(c: Call) -> np.float32:
+    p = np.float32(c.attr("dropout_prob", 0.5))
+    if not 0 <= p <= 1:
+        raise c.unsupported("dropout_prob", float(p), "must be in [0, 1]")
+    return p
+
+
+def _mode(c: Call) -> bool:
+    """True for upscale_in_train."""
+    mode = c.attr("dropout_implementation", "downgrade_in_infer")
+    if mode not in ("downgrade_in_infer", "upscale_in_train"):
+        raise c.unsupported("dropout_implementation", mode)
+    return mode == "upscale_in_train"
+
+
+def _dropout(c: Call):
+    x = np.asarray(c.x("X"))
+    p, upscale = _dropout_p(c), _mode(c)
+    t = x.dtype.type
+    if c.attr("is_test", False):
+        return {"Out": x.copy() if upscale else x * t(np.float32(1) - p)}
+    if p == 1:
+        return {"Out": np.zeros_like(x), "Mask": np.zeros(x.shape, np.uint8)}
+    if c.has("Seed"):
+        seed = int(np.asarray(c.x("Seed")).reshape(-1)[0])
+    else:
+        seed = int(c.attr("seed", 0)) if c.attr("fix_seed", False) else 0
+    keep = _engine(c, seed).canonical(x.size, np.float32).reshape(x.shape) >= p
+    kept = x / t(np.float32(1) - p) if upscale else x
+    return {"Out": np.where(keep, kept, t(0)).astype(x.dtype, copy=False), "Mask": keep.astype(np.uint8)}
+
+
+def _dropout_grad(c: Call):
+    g = np.asarray(c.x("Out@GRAD"))
+    p, upscale = _dropout_p(c), _mode(c)
+    t = g.dtype.type
+    if c.attr("is_test", False):
+        return {"X@GRAD": g.copy() if upscale else g * t(np.float32(1) - p)}
+    m = np.asarray(c.x("Mask")).astype(g.dtype)
+    if upscale:
+        return {"X@GRAD": g * t(0) if p == 1 else g * m / t(np.float32(1) - p)}
+    return {"X@GRAD": g * m}
+
+
+def _dropout_samples(rng):
+    x = rng.standard_normal((4, 6))
+    return [Sample({"X": [x]}, {"dropout_prob": 0.35, "fix_seed": True, "seed": 77}),
+            Sample({"X": [x]}, {"dropout_prob": 0.35, "fix_seed": True, "seed": 77,
+                                "dropout_implementation": "upscale_in_train"}, note="upscale"),
+            Sample({"X": [x], "Seed": [np.array([5], np.int32)]}, {"dropout_prob": 0.5}, note="Seed input")]
+
+
+register(OpDef(
+    type="dropout", inputs=("X", "Seed"), outputs=("Out", "Mask"), kernel=_dropout,
+    grad=GradSpec("dropout_grad", ("Mask", "Out@GRAD"), ("X@GRAD",), kernel=_dropout_grad),
+    samples=_dropout_samples, intermediate_outputs=("Mask",),
+    attrs_handled=("dropout_prob", "is_test", "dropout_implementation", "fix_seed", "seed"),
+    doc="Out = X * Mask (scaled by 1/(1-p) for upscale_in_train); Mask from the seed"))
