@@ -15,3 +15,5 @@ from .io import dumps, load, loads, save  # noqa: F401
 from .program import Block, Operator, Program, Variable  # noqa: F401
 from . import text  # noqa: F401
 from .backward import append_backward, calc_gradient, gradients  # noqa: F401,E402
+from .gradcheck import check_gradients  # noqa: F401,E402
+from .interpreter import Executor, Scope  # noqa: F401,E402

@@ -17,6 +17,7 @@ from typing import Union
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
+from ._gc import paused_gc
 from ._proto import framework_pb2 as pb
 from .errors import ArgumentError, ProgramFileError
 from .program import Program
@@ -78,8 +79,9 @@ def loads(data: bytes, source: str | None = None, check_vars: bool = True, text:
                                "(a protobuf of another message type?)")
     if not data:
         raise ProgramFileError(f"{label}: empty file")
-    validate(desc, label, check_vars=check_vars)
-    return Program(desc, source=source)
+    with paused_gc():
+        validate(desc, label, check_vars=check_vars)
+        return Program(desc, source=source)
 
 
 def _one_line(e: Exception) -> str:

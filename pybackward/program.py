@@ -107,13 +107,19 @@ class Variable:
 
 
 class Operator:
-    """A view of one `OpDesc` in a block."""
+    """A view of one `OpDesc` in a block.
 
-    __slots__ = ("block", "desc")
+    Argument name lists are cached; edit slots through `rename_input` /
+    `rename_output` (or call `Block.sync()` after editing `desc` directly).
+    """
+
+    __slots__ = ("block", "desc", "_in_args", "_out_args")
 
     def __init__(self, block: "Block", desc: pb.OpDesc):
         self.block = block
         self.desc = desc
+        self._in_args: tuple[str, ...] | None = None
+        self._out_args: tuple[str, ...] | None = None
 
     @property
     def type(self) -> str:
@@ -153,13 +159,17 @@ class Operator:
         return [v.parameter for v in self.desc.outputs]
 
     @property
-    def input_arg_names(self) -> list[str]:
+    def input_arg_names(self) -> tuple[str, ...]:
         """Every input argument, slot by slot."""
-        return [a for v in self.desc.inputs for a in v.arguments]
+        if self._in_args is None:
+            self._in_args = tuple(a for v in self.desc.inputs for a in v.arguments)
+        return self._in_args
 
     @property
-    def output_arg_names(self) -> list[str]:
-        return [a for v in self.desc.outputs for a in v.arguments]
+    def output_arg_names(self) -> tuple[str, ...]:
+        if self._out_args is None:
+            self._out_args = tuple(a for v in self.desc.outputs for a in v.arguments)
+        return self._out_args
 
     @property
     def inputs(self) -> dict[str, list[str]]:
@@ -171,9 +181,16 @@ class Operator:
 
     def rename_input(self, old: str, new: str) -> None:
         _rename_args(self.desc.inputs, old, new)
+        self._in_args = None
 
     def rename_output(self, old: str, new: str) -> None:
         _rename_args(self.desc.outputs, old, new)
+        self._out_args = None
+
+    def set_input(self, slot: str, args: Sequence[str]) -> None:
+        """Replace the arguments of an input slot (adding the slot if absent)."""
+        _set_slot(self.desc.inputs, slot, args)
+        self._in_args = None
 
     # -- attrs -------------------------------------------------------------
     def _find_attr(self, name: str) -> pb.OpDesc.Attr | None:
@@ -223,6 +240,15 @@ def _rename_args(vars_: Iterable[pb.OpDesc.Var], old: str, new: str) -> None:
                 v.arguments[i] = new
 
 
+def _set_slot(vars_, slot: str, args: Sequence[str]) -> None:
+    for v in vars_:
+        if v.parameter == slot:
+            del v.arguments[:]
+            v.arguments.extend(args)
+            return
+    vars_.add(parameter=slot, arguments=list(args))
+
+
 def set_attr(desc: pb.OpDesc, name: str, value: Any, attr_type: int | None = None) -> None:
     """Set attr `name` on an OpDesc (in place if present, keeping its type)."""
     for a in desc.attrs:
@@ -232,12 +258,16 @@ def set_attr(desc: pb.OpDesc, name: str, value: Any, attr_type: int | None = Non
     _attrs.encode(desc.attrs.add(), name, value, attr_type)
 
 
+_BLOCK, _BLOCKS = pb.AttrType.BLOCK, pb.AttrType.BLOCKS
+
+
 def sub_block_indices(desc: pb.OpDesc) -> list[int]:
     out: list[int] = []
     for a in desc.attrs:
-        if a.type == pb.AttrType.BLOCK:
+        t = a.type
+        if t == _BLOCK:
             out.append(a.block_idx)
-        elif a.type == pb.AttrType.BLOCKS:
+        elif t == _BLOCKS:
             out.extend(a.blocks_idx)
     return out
 
@@ -282,6 +312,14 @@ class Block:
             # A duplicate name is rejected by validation; the first one wins here.
             self._vars.setdefault(v.name, Variable(self, v))
         self.ops: list[Operator] = [Operator(self, d) for d in self.desc.ops]
+
+    def reindex_vars(self, start: int) -> None:
+        """Re-point the var index at `desc.vars[start:]` (after they were rewritten),
+        keeping the index in file order."""
+        head = list(self._vars.items())[:start]
+        self._vars = dict(head)
+        for v in self.desc.vars[start:]:
+            self._vars[v.name] = Variable(self, v)
 
     @property
     def idx(self) -> int:

@@ -20,8 +20,22 @@ from golden import diff_programs, replay, variants
 #: each with the reason. (Empty: every variant is byte-identical.)
 KNOWN_BYTE_DIFFERENCES: dict[tuple[str, str], str] = {}
 
+#: What pybackward cannot do yet. Strict: the test fails the day it works.
+NOT_YET = {
+    ("cond_block", "default"): "conditional_block grad maker not registered yet (control flow)",
+    ("while_loop", "default"): "while grad maker not registered yet (control flow)",
+    ("two_gradients_calls", "second"): "double-grad ops (elementwise_mul_grad_grad) not registered yet",
+}
 
-@pytest.mark.parametrize("case,variant", variants(), ids=lambda x: x)
+
+def _params():
+    for case, variant in variants():
+        marks = [pytest.mark.xfail(reason=NOT_YET[(case, variant)], strict=True)] \
+            if (case, variant) in NOT_YET else []
+        yield pytest.param(case, variant, marks=marks, id=f"{case}-{variant}")
+
+
+@pytest.mark.parametrize("case,variant", list(_params()))
 def test_backward_matches_paddle(case, variant):
     spec = case_json(case)["variants"][variant]
     prog, results, cb_logs, calls = replay(case, variant)

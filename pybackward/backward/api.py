@@ -25,6 +25,7 @@ import contextlib
 from typing import Any, Iterable, Iterator, Sequence
 
 from .. import dtypes
+from .._gc import paused_gc
 from .._proto import framework_pb2 as pb
 from ..errors import ArgumentError, PyBackwardError, VarNotFoundError, where
 from ..ops.registry import fresh_op
@@ -118,7 +119,12 @@ def _check_float(v: Variable, what: str) -> None:
 
 @contextlib.contextmanager
 def _all_or_nothing(program: Program) -> Iterator[None]:
-    """Restore the program exactly if the body raises."""
+    """Restore the program exactly if the body raises.
+
+    The cyclic garbage collector is paused meanwhile (see `_gc.py`).
+    """
+    pause = paused_gc()
+    pause.__enter__()
     saved = pb.ProgramDesc()
     saved.CopyFrom(program.desc)
     times = program.appending_grad_times
@@ -131,6 +137,8 @@ def _all_or_nothing(program: Program) -> Iterator[None]:
         program._unique_counters = counters
         program.sync()
         raise
+    finally:
+        pause.__exit__(None, None, None)
 
 
 def _callbacks(callbacks: Any) -> list | None:
@@ -246,8 +254,7 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
     _check_float(loss, "the loss")
     loss_op = _loss_op(loss)
     if isinstance(checkpoints, list) and checkpoints:
-        from .recompute import append_backward_with_checkpoints
-        return append_backward_with_checkpoints(loss, params, user_no_grad, checkpoints, loss_op)
+        raise ArgumentError("checkpoints (recompute) are not supported yet; call without checkpoints")
 
     with _all_or_nothing(program):
         _as_paddle_parses(program, keep_param_stop_gradient)

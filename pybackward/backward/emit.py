@@ -16,7 +16,7 @@ from .. import attrs as _attrs
 from .._proto import framework_pb2 as pb
 from ..ops import registry
 from ..ops.registry import GradOp
-from ..program import OP_ROLE_ATTR, Block, Operator, sub_block_indices
+from ..program import OP_ROLE_ATTR, Block, Operator
 from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
 
 OP_ROLE_BACKWARD = 1
@@ -173,9 +173,8 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
     remove: list[int] = []
     for i in range(start, len(block.ops)):
         op = block.ops[i]
-        for sub in sub_block_indices(op.desc):
-            if op.has_attr("sub_block"):
-                create_grad_vars(program.block(sub), 0, grad_to_var, grad_info, parent_ops)
+        if op.has_attr("sub_block"):
+            create_grad_vars(program.block(int(op.attr("sub_block"))), 0, grad_to_var, grad_info, parent_ops)
         ins = op.input_arg_names
         outs = [n for n in op.output_arg_names if n != EMPTY_VAR_NAME]
         if not outs:
@@ -189,10 +188,7 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
             kept = [n for n in ins if exists(n)]
             if not kept:
                 raise AssertionError("After remove invalid variables, sum op have no inputs.")
-            for v in op.desc.inputs:
-                if v.parameter == "X":
-                    del v.arguments[:]
-                    v.arguments.extend(kept)
+            op.set_input("X", kept)
         opdef = registry.find(op.type)
         sets_lod = opdef is None or opdef.sets_lod_level
         for name in op.output_arg_names:
@@ -226,7 +222,7 @@ def _append_vars_sorted(block: Block, new: list[pb.VarDesc]) -> None:
     else:
         tail = []
     block.desc.vars.extend(sorted(tail + new, key=lambda v: v.name))
-    block.sync()
+    block.reindex_vars(keep)
 
 
 def _set_lod_level(desc: pb.VarDesc) -> None:

@@ -56,14 +56,20 @@ def find_not_needed(ops: list[GradOp], forward_ops: list[Operator],
     for op in forward_ops:
         forward_vars.update(op.input_arg_names)
         forward_vars.update(op.output_arg_names)
-    versions: dict[str, list[_Node]] = {}
+    # Candidate heads: grad ops none of whose inputs is a forward var or made
+    # by an earlier grad op. Usually there are none, and no graph is needed.
     backward_vars: set[str] = set()
-    heads: list[_Node] = []
-    op_nodes: list[_Node] = []
+    head_ids: set[int] = set()
     for op in ops:
         in_set = set(op.input_args())
-        new_vars = in_set - forward_vars - backward_vars
+        if not (in_set & forward_vars or in_set & backward_vars):
+            head_ids.add(id(op))
         backward_vars.update(op.output_args())
+    if not head_ids:
+        return set()
+    versions: dict[str, list[_Node]] = {}
+    heads: list[_Node] = []
+    for op in ops:
         node = _Node(op)
         for name in op.input_args():
             if name not in versions:
@@ -75,8 +81,7 @@ def find_not_needed(ops: list[GradOp], forward_ops: list[Operator],
             var = _Node()
             versions.setdefault(name, []).append(var)
             node.outs.append(var)
-        op_nodes.append(node)
-        if len(new_vars) == len(in_set):
+        if id(op) in head_ids:
             heads.append(node)
     doomed: list[GradOp] = []
     for head in heads:

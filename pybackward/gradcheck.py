@@ -1,0 +1,150 @@
+"""Numerical gradient checks: the backward section against finite differences.
+
+`check_gradients` works on a float64 copy of the program (every FP32/FP16
+var and `dtype`-like attr widened), appends the backward section there,
+computes analytic gradients with the interpreter and compares them with
+central differences of the loss, element by element or - for large tensors -
+along random directions: <g, v> against (f(x + eps v) - f(x - eps v)) / 2 eps.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import dtypes
+from ._proto import framework_pb2 as pb
+from .backward import append_backward
+from .errors import ArgumentError
+from .interpreter import Executor, Scope
+from .program import Program
+
+_WIDEN = {pb.VarType.FP32: pb.VarType.FP64, pb.VarType.FP16: pb.VarType.FP64,
+          pb.VarType.BF16: pb.VarType.FP64}
+_DTYPE_ATTRS = ("dtype", "in_dtype", "out_dtype")
+
+#: Default tolerances by the dtype the program declares for the var.
+DEFAULT_TOLERANCES = {"float64": (1e-5, 1e-7), "float32": (1e-5, 1e-7), "float16": (1e-3, 1e-5)}
+
+
+@dataclasses.dataclass
+class GradCheckRow:
+    var: str
+    shape: tuple[int, ...]
+    max_abs_err: float
+    max_rel_err: float
+    checked: int            # elements or directions
+    mode: str               # "elements" or "directions"
+    ok: bool
+
+
+def to_float64(program: Program) -> Program:
+    """A copy of `program` computing in float64 (vars and dtype attrs widened)."""
+    p = program.clone()
+    for b in p.desc.blocks:
+        for v in b.vars:
+            for field in ("dense_tensor", "tensor_array"):
+                if v.type.HasField(field):
+                    t = getattr(v.type, field).tensor
+                    t.data_type = _WIDEN.get(t.data_type, t.data_type)
+        for op in b.ops:
+            for a in op.attrs:
+                if a.name in _DTYPE_ATTRS and a.type == pb.AttrType.INT and a.i in _WIDEN:
+                    a.i = _WIDEN[a.i]
+    p.sync()
+    return p
+
+
+def _loss_value(exe: Executor, prog: Program, loss: str, feed: dict, params: dict) -> float:
+    scope = Scope()
+    for k, v in params.items():
+        scope.set(k, v)
+    (val,) = exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
+    return float(np.sum(val))
+
+
+def check_gradients(program: Program, loss: str, feed: Mapping[str, Any] | None = None,
+                    params: Mapping[str, Any] | None = None, wrt: Sequence[str] | None = None,
+                    eps: float = 1e-6, rtol: float | None = None, atol: float | None = None,
+                    max_elements: int = 64, directions: int = 4, seed: int = 0) -> list[GradCheckRow]:
+    """Check d(loss)/d(var) for each var in `wrt` (default: every parameter with a gradient).
+
+    Tensors with more than `max_elements` elements are checked along
+    `directions` random directions instead of element by element.
+    """
+    feed = {k: np.asarray(v) for k, v in (feed or {}).items()}
+    params = {k: np.asarray(v) for k, v in (params or {}).items()}
+    fwd = to_float64(program)
+    bwd = fwd.clone()
+    loss_var = bwd.global_block().var(loss)
+    pairs = append_backward(loss_var)
+    grads = {p.name: g.name for p, g in pairs if g is not None}
+    targets = list(wrt) if wrt else list(grads)
+    for name in targets:
+        if name not in grads:
+            grads[name] = _input_grad(bwd, name)
+    feed64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feed.items()}
+    params64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in params.items()}
+    exe = Executor(seed=seed)
+    scope = Scope()
+    for k, v in params64.items():
+        scope.set(k, v)
+    analytic = exe.run(bwd, feed=feed64, fetch_list=[grads[n] for n in targets], scope=scope)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name, g in zip(targets, analytic):
+        var = program.global_block().var(name)
+        rt, at = _tolerances(var, rtol, atol)
+        source = params64 if name in params64 else feed64
+        if name not in source:
+            raise ArgumentError(f"'{name}' is neither a given parameter nor a feed")
+        x0 = source[name]
+        g = np.asarray(g, dtype=np.float64).reshape(x0.shape)
+
+        def f(x, name=name, source=source):
+            vals = dict(source)
+            vals[name] = x
+            if source is params64:
+                return _loss_value(exe, fwd, loss, feed64, vals)
+            return _loss_value(exe, fwd, loss, vals, params64)
+        if x0.size <= max_elements:
+            num = np.zeros_like(x0, dtype=np.float64)
+            for i in range(x0.size):
+                xp, xm = x0.copy(), x0.copy()
+                xp.reshape(-1)[i] += eps
+                xm.reshape(-1)[i] -= eps
+                num.reshape(-1)[i] = (f(xp) - f(xm)) / (2 * eps)
+            err = np.abs(g - num)
+            bound = at + rt * np.abs(num)
+            rel = err / np.maximum(np.abs(num), 1e-12)
+            rows.append(GradCheckRow(name, x0.shape, float(err.max(initial=0)), float(rel.max(initial=0)),
+                                     x0.size, "elements", bool(np.all(err <= bound))))
+        else:
+            errs, rels, ok = [], [], True
+            for _ in range(directions):
+                v = rng.standard_normal(x0.shape)
+                num = (f(x0 + eps * v) - f(x0 - eps * v)) / (2 * eps)
+                ana = float(np.sum(g * v))
+                e = abs(ana - num)
+                errs.append(e)
+                rels.append(e / max(abs(num), 1e-12))
+                ok &= e <= at * np.sqrt(x0.size) + rt * abs(num)
+            rows.append(GradCheckRow(name, x0.shape, max(errs), max(rels), directions, "directions", bool(ok)))
+    return rows
+
+
+def _input_grad(prog: Program, name: str) -> str:
+    g = name + "@GRAD"
+    if not prog.global_block().has_var(g):
+        raise ArgumentError(f"'{name}' gets no gradient from the loss (stop_gradient, or not on its path)")
+    return g
+
+
+def _tolerances(var, rtol, atol) -> tuple[float, float]:
+    key = str(var.dtype) if var.dtype is not None else "float64"
+    drt, dat = DEFAULT_TOLERANCES.get(key, DEFAULT_TOLERANCES["float64"])
+    return (drt if rtol is None else rtol), (dat if atol is None else atol)
+
+
+__all__ = ["check_gradients", "GradCheckRow", "to_float64", "dtypes"]

@@ -1,0 +1,146 @@
+"""The command line, through click's runner and as a real subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import PROGRAMS
+from pybackward._proto import framework_pb2 as pb
+from pybackward_cli.main import cli
+
+FIT = PROGRAMS / "fit_a_line" / "forward.pb"
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pybackward_cli.main", *args],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_version_and_help():
+    r = CliRunner().invoke(cli, ["--version"])
+    assert r.exit_code == 0 and "pybackward" in r.output
+    for cmd in ([], ["show"], ["append"], ["gradients"], ["convert"]):
+        r = CliRunner().invoke(cli, cmd + ["--help"])
+        assert r.exit_code == 0 and "Usage" in r.output
+
+
+def test_show_lists_blocks_vars_and_ops():
+    r = CliRunner().invoke(cli, ["show", str(FIT)])
+    assert r.exit_code == 0
+    assert "block 0 (parent -1): 9 vars, 5 ops" in r.output
+    assert "var fc_0.w_0 : fp32[13, 1]  (persistable, is_parameter)" in r.output
+    assert "Out=fc_0.tmp_0 = mul(X=x, Y=fc_0.w_0) {op_role=0, x_num_col_dims=1, y_num_col_dims=1}" in r.output
+    r = CliRunner().invoke(cli, ["show", "--no-attrs", "--no-vars", "--block", "0", str(FIT)])
+    assert "{" not in r.output and "var " not in r.output
+
+
+def test_convert_round_trips_through_text(tmp_path):
+    txt, back = tmp_path / "p.pbtxt", tmp_path / "p.pb"
+    assert CliRunner().invoke(cli, ["convert", str(FIT), str(txt)]).exit_code == 0
+    assert txt.read_text().startswith("blocks {")
+    assert CliRunner().invoke(cli, ["convert", str(txt), str(back)]).exit_code == 0
+    assert back.read_bytes() == FIT.read_bytes()
+
+
+def test_append_writes_output_and_prints_pairs(tmp_path):
+    out = tmp_path / "out.pb"
+    r = run("append", "--loss", "mean_0.tmp_0", "--json", str(FIT), str(out))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["params_grads"] == [["fc_0.b_0", "fc_0.b_0@GRAD"], ["fc_0.w_0", "fc_0.w_0@GRAD"]]
+    assert out.read_bytes() == (PROGRAMS / "fit_a_line" / "backward.pb").read_bytes()
+
+
+def test_append_in_place_keeps_no_backup_after_success(tmp_path):
+    f = tmp_path / "m.pb"
+    f.write_bytes(FIT.read_bytes())
+    r = run("append", "--loss", "mean_0.tmp_0", "--in-place", str(f))
+    assert r.returncode == 0, r.stderr
+    assert f.read_bytes() == (PROGRAMS / "fit_a_line" / "backward.pb").read_bytes()
+    assert not (tmp_path / "m.pb~").exists()
+
+
+def _foreign_message() -> bytes:
+    v = pb.VarDesc(name="x")
+    v.type.type = pb.VarType.DENSE_TENSOR
+    return pb.OpProto(type="relu", comment="c").SerializeToString()
+
+
+def _program_with(edit) -> bytes:
+    d = pb.ProgramDesc()
+    d.ParseFromString(FIT.read_bytes())
+    edit(d)
+    return d.SerializeToString()
+
+
+def _cycle(d):
+    d.blocks.add(idx=1, parent_idx=2)
+    d.blocks.add(idx=2, parent_idx=1)
+
+
+def _bad_sub_block(d):
+    op = d.blocks[0].ops[0]
+    op.attrs.add(name="sub_block", type=pb.AttrType.BLOCK, block_idx=9)
+
+
+def _int_loss(d):
+    for v in d.blocks[0].vars:
+        if v.name == "mean_0.tmp_0":
+            v.type.dense_tensor.tensor.data_type = pb.VarType.INT64
+
+
+def _undeclared(d):
+    d.blocks[0].ops[0].inputs[0].arguments[0] = "ghost"
+
+
+FIT_BYTES = FIT.read_bytes()
+random.seed(7)
+#: (name, file bytes, extra args, expected message fragment). Each: exit 2, one
+#: line on stderr, no traceback, no output file, the input untouched.
+BAD_INPUTS = [
+    ("empty file", b"", [], "empty file"),
+    ("random bytes", bytes(random.randrange(256) for _ in range(300)), [], "not a valid ProgramDesc"),
+    ("truncated program", FIT_BYTES[: len(FIT_BYTES) // 2], [], "truncated or corrupt"),
+    ("truncated at byte 7", FIT_BYTES[:7], [], "ProgramDesc"),
+    ("a PNG", b"\x89PNG\r\n\x1a\n" + bytes(40), [], "PNG"),
+    ("another message", _foreign_message(), [], "ProgramDesc"),
+    ("parent cycle", _program_with(_cycle), [], "parent blocks form a cycle"),
+    ("sub_block out of range", _program_with(_bad_sub_block), [], "attr 'sub_block' names block 9"),
+    ("undeclared var", _program_with(_undeclared), [], "var 'ghost'"),
+    ("loss not in program", FIT_BYTES, ["--loss", "nope"], "no such variable"),
+    ("int loss", _program_with(_int_loss), ["--loss", "mean_0.tmp_0"], "must be a floating-point tensor, not INT64"),
+    ("loss produced by no op", FIT_BYTES, ["--loss", "fc_0.w_0"], "produced by no op"),
+    ("unknown --no-grad", FIT_BYTES, ["--loss", "mean_0.tmp_0", "--no-grad", "zzz"], "no such variable"),
+]
+
+
+@pytest.mark.parametrize("name,data,args,fragment", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_exits_2_with_one_line(tmp_path, name, data, args, fragment):
+    src, out = tmp_path / "in.pb", tmp_path / "out.pb"
+    src.write_bytes(data)
+    if args:
+        r = run("append", *args, str(src), str(out))
+    else:
+        r = run("show", str(src))
+        r2 = run("append", "--loss", "mean_0.tmp_0", str(src), str(out))
+        assert r2.returncode == 2 and "Traceback" not in r2.stderr
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], lines
+    assert str(src) in lines[0] or "nope" in lines[0] or "zzz" in lines[0]
+    assert not out.exists()
+    assert src.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.pb"]
+
+
+def test_missing_file_and_directory(tmp_path):
+    r = run("show", str(tmp_path / "none.pb"))
+    assert r.returncode == 2 and "no such file" in r.stderr
+    r = run("show", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
