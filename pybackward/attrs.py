@@ -11,6 +11,9 @@ from typing import Any
 from ._proto import framework_pb2 as pb
 
 AttrType = pb.AttrType
+# Plain ints: comparing against `pb.AttrType.X` costs an enum lookup per use.
+(INT, FLOAT, STRING, INTS, FLOATS, STRINGS, BOOLEAN, BOOLEANS, BLOCK, LONG, BLOCKS, LONGS,
+ FLOAT64S, VAR, VARS, FLOAT64, SCALAR, SCALARS) = range(18)
 
 
 class BlockRef(int):
@@ -72,34 +75,34 @@ def decode(attr: pb.OpDesc.Attr) -> Any:
 def infer_type(value: Any) -> int:
     """The AttrType Paddle would give a Python value."""
     if isinstance(value, BlockRef):
-        return AttrType.BLOCK
+        return BLOCK
     if isinstance(value, BlocksRef):
-        return AttrType.BLOCKS
+        return BLOCKS
     if isinstance(value, bool):
-        return AttrType.BOOLEAN
+        return BOOLEAN
     if isinstance(value, Long):
-        return AttrType.LONG
+        return LONG
     if isinstance(value, int):
-        return AttrType.INT if -2**31 <= value < 2**31 else AttrType.LONG
+        return INT if -2**31 <= value < 2**31 else LONG
     if isinstance(value, Float64):
-        return AttrType.FLOAT64
+        return FLOAT64
     if isinstance(value, float):
-        return AttrType.FLOAT
+        return FLOAT
     if isinstance(value, str):
-        return AttrType.STRING
+        return STRING
     if isinstance(value, (list, tuple)):
         if not value:
-            return AttrType.INTS
+            return INTS
         first = value[0]
         if all(isinstance(v, bool) for v in value):
-            return AttrType.BOOLEANS
+            return BOOLEANS
         if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return (AttrType.INTS if all(-2**31 <= v < 2**31 for v in value)
-                    else AttrType.LONGS)
+            return (INTS if all(-2**31 <= v < 2**31 for v in value)
+                    else LONGS)
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            return AttrType.FLOAT64S if isinstance(first, Float64) else AttrType.FLOATS
+            return FLOAT64S if isinstance(first, Float64) else FLOATS
         if all(isinstance(v, str) for v in value):
-            return AttrType.STRINGS
+            return STRINGS
     raise TypeError(f"cannot store a value of type {type(value).__name__} as an op attr: {value!r}")
 
 
@@ -109,42 +112,42 @@ def encode(attr: pb.OpDesc.Attr, name: str, value: Any, attr_type: int | None = 
     attr.name = name
     t = infer_type(value) if attr_type is None else attr_type
     attr.type = t
-    if t == AttrType.INT:
+    if t == INT:
         attr.i = int(value)
-    elif t == AttrType.FLOAT:
+    elif t == FLOAT:
         attr.f = float(value)
-    elif t == AttrType.STRING:
+    elif t == STRING:
         attr.s = value
-    elif t == AttrType.INTS:
+    elif t == INTS:
         attr.ints.extend(int(v) for v in value)
-    elif t == AttrType.FLOATS:
+    elif t == FLOATS:
         attr.floats.extend(float(v) for v in value)
-    elif t == AttrType.STRINGS:
+    elif t == STRINGS:
         attr.strings.extend(value)
-    elif t == AttrType.BOOLEAN:
+    elif t == BOOLEAN:
         attr.b = bool(value)
-    elif t == AttrType.BOOLEANS:
+    elif t == BOOLEANS:
         attr.bools.extend(bool(v) for v in value)
-    elif t == AttrType.BLOCK:
+    elif t == BLOCK:
         attr.block_idx = int(value)
-    elif t == AttrType.LONG:
+    elif t == LONG:
         attr.l = int(value)
-    elif t == AttrType.BLOCKS:
+    elif t == BLOCKS:
         attr.blocks_idx.extend(int(v) for v in value)
-    elif t == AttrType.LONGS:
+    elif t == LONGS:
         attr.longs.extend(int(v) for v in value)
-    elif t == AttrType.FLOAT64S:
+    elif t == FLOAT64S:
         attr.float64s.extend(float(v) for v in value)
-    elif t == AttrType.VAR:
+    elif t == VAR:
         attr.var_name = value
-    elif t == AttrType.VARS:
+    elif t == VARS:
         attr.vars_name.extend(value)
-    elif t == AttrType.FLOAT64:
+    elif t == FLOAT64:
         attr.float64 = float(value)
-    elif t in (AttrType.SCALAR, AttrType.SCALARS):
-        values = [value] if t == AttrType.SCALAR else value
+    elif t in (SCALAR, SCALARS):
+        values = [value] if t == SCALAR else value
         for v in values:
-            s = attr.scalar if t == AttrType.SCALAR else attr.scalars.add()
+            s = attr.scalar if t == SCALAR else attr.scalars.add()
             if isinstance(v, bool):
                 s.type, s.b = pb.Scalar.BOOLEAN, v
             elif isinstance(v, int):

@@ -113,13 +113,22 @@ class Operator:
     `rename_output` (or call `Block.sync()` after editing `desc` directly).
     """
 
-    __slots__ = ("block", "desc", "_in_args", "_out_args")
+    __slots__ = ("block", "desc", "_in_args", "_out_args", "_sub_block")
 
     def __init__(self, block: "Block", desc: pb.OpDesc):
         self.block = block
         self.desc = desc
         self._in_args: tuple[str, ...] | None = None
         self._out_args: tuple[str, ...] | None = None
+        self._sub_block: int | None | bool = False  # False: not looked up yet
+
+    @property
+    def sub_block(self) -> int | None:
+        """The index named by the `sub_block` attr (conditional_block, while, ...), or None."""
+        if self._sub_block is False:
+            a = self._find_attr("sub_block")
+            self._sub_block = None if a is None else a.block_idx
+        return self._sub_block  # type: ignore[return-value]
 
     @property
     def type(self) -> str:
@@ -222,6 +231,8 @@ class Operator:
     def set_attr(self, name: str, value: Any, attr_type: int | None = None) -> None:
         """Set an attr, keeping its existing AttrType unless one is given."""
         set_attr(self.desc, name, value, attr_type)
+        if name == "sub_block":
+            self._sub_block = False
 
     def sub_blocks(self) -> list[int]:
         """Indices of the blocks named by this op's BLOCK / BLOCKS attrs."""

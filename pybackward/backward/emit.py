@@ -61,7 +61,15 @@ def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD
         desc.outputs.add(parameter=slot, arguments=g.outputs[slot])
     overrides = dict(g.attrs)
     if role is not None:
-        overrides[OP_ROLE_ATTR] = (role, pb.AttrType.INT)
+        overrides[OP_ROLE_ATTR] = (role, _INT)
+    if not g.fresh and _copies_in_order(g.type, tuple(a.name for a in g.base_attrs), overrides):
+        # The common case: the forward attrs already are the grad op's, in
+        # Paddle's order; copy them in one call and set the overrides in place.
+        desc.attrs.extend(g.base_attrs)
+        for a in desc.attrs:
+            if a.name in overrides:
+                _set(a, a.name, overrides[a.name])
+        return
     defaults = registry.default_attrs(g.type)
     extras = registry.extra_attrs(g.type)
     items: dict[str, pb.OpDesc.Attr] = {}
@@ -90,6 +98,27 @@ def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD
         if name not in known:
             _insert_sorted(ordered, a)
     desc.attrs.extend(ordered)
+
+
+_INT = pb.AttrType.INT
+_IN_ORDER: dict[tuple[str, tuple[str, ...]], bool] = {}
+
+
+def _copies_in_order(op_type: str, names: tuple[str, ...], overrides: dict) -> bool:
+    """True if an op of `op_type` with these forward attrs needs no added
+    defaults and no reordering (cached per type and attr-name list)."""
+    if not all(k in names for k in overrides):
+        return False
+    key = (op_type, names)
+    hit = _IN_ORDER.get(key)
+    if hit is None:
+        extras = registry.extra_attrs(op_type)
+        defaults = registry.default_attrs(op_type) or ()
+        have = set(names)
+        hit = (extras is not None and all(n in have for n, _, _ in defaults)
+               and list(names) == sorted(names, key=lambda n: (n not in extras, n)))
+        _IN_ORDER[key] = hit
+    return hit
 
 
 class PaddleOpDesc:
@@ -157,24 +186,32 @@ def emit(block: Block, ops: Sequence[GradOp], context: dict, callbacks: Sequence
 
 
 def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
-                     grad_info: dict[str, tuple[str, Block]], parent_ops: dict[int, Operator]) -> None:
-    """Declare the vars the ops from `start` on write; drop grad ops that cannot run."""
+                     grad_info: dict[str, tuple[str, Block]], parent_ops: dict[int, Operator],
+                     _pending: dict[int, dict[str, pb.VarDesc]] | None = None) -> None:
+    """Declare the vars the ops from `start` on write; drop grad ops that cannot run.
+
+    Lookups are Paddle's `has_var_recursive` (the forward block, then the
+    parent, of every block on the way), and see the vars created so far in
+    every block - Paddle creates each at once; here they are written to the
+    blocks at the end (`_pending` carries them through the recursion into
+    grad blocks)."""
     program = block.program
     owner = parent_ops.get(block.idx)
     loop_vars: set[str] = set()
     if owner is not None:
         outs = set(owner.output_arg_names)
         loop_vars = {n for n in owner.input_arg_names if n in outs}
-    created: dict[str, pb.VarDesc] = {}
+    pending = {} if _pending is None else _pending
+    created: dict[str, pb.VarDesc] = pending.setdefault(block.idx, {})
 
     def exists(name: str) -> bool:
-        return name in created or block.has_var_recursive(name)
+        return name in created or find_var_desc(block, name, pending) is not None
 
     remove: list[int] = []
     for i in range(start, len(block.ops)):
         op = block.ops[i]
-        if op.has_attr("sub_block"):
-            create_grad_vars(program.block(int(op.attr("sub_block"))), 0, grad_to_var, grad_info, parent_ops)
+        if op.sub_block is not None:
+            create_grad_vars(program.block(op.sub_block), 0, grad_to_var, grad_info, parent_ops, pending)
         ins = op.input_arg_names
         outs = [n for n in op.output_arg_names if n != EMPTY_VAR_NAME]
         if not outs:
@@ -195,7 +232,7 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
             if name == EMPTY_VAR_NAME:
                 continue
             if not exists(name):
-                created[name] = _grad_var_desc(block, name)
+                created[name] = _grad_var_desc(block, name, pending)
                 if name in grad_to_var:
                     grad_info[grad_to_var[name]] = (name, block)
             if sets_lod and name in created:
@@ -233,11 +270,41 @@ def _set_lod_level(desc: pb.VarDesc) -> None:
         t.tensor_array.legacy_lod_level = 0
 
 
-def _grad_var_desc(block: Block, name: str) -> pb.VarDesc:
+def find_var_desc(block: Block, name: str,
+                  pending: dict[int, dict[str, pb.VarDesc]] | None = None) -> pb.VarDesc | None:
+    """Paddle's C++ `BlockDesc::FindVarRecursive`: breadth first from `block`,
+    queueing each block's forward block (grad blocks have one) before its
+    parent. `pending` adds vars created but not yet written, per block."""
+    if name == EMPTY_VAR_NAME:
+        return None
+    blocks = block.program.blocks
+    frontier, seen = [block], set()
+    while frontier:
+        cur = frontier.pop(0)
+        if cur.idx in seen:
+            continue
+        seen.add(cur.idx)
+        if pending:
+            d = pending.get(cur.idx, {}).get(name)
+            if d is not None:
+                return d
+        v = cur.vars.get(name)
+        if v is not None:
+            return v.desc
+        fwd = cur.forward_block_idx
+        if 0 <= fwd < len(blocks) and fwd != cur.idx:
+            frontier.append(blocks[fwd])
+        if cur.parent is not None:
+            frontier.append(cur.parent)
+    return None
+
+
+def _grad_var_desc(block: Block, name: str,
+                   pending: dict[int, dict[str, pb.VarDesc]] | None = None) -> pb.VarDesc:
     desc = pb.VarDesc(name=name)
-    fwd = block.find_var_recursive(strip_grad_suffix(name))
+    fwd = find_var_desc(block, strip_grad_suffix(name), pending)
     if fwd is not None:
-        desc.type.CopyFrom(fwd.desc.type)
+        desc.type.CopyFrom(fwd.type)
         # Shape inference decides the LoD level, not the forward var.
         for field in ("dense_tensor", "tensor_array"):
             if desc.type.HasField(field):

@@ -35,8 +35,19 @@ class PassState:
     grad_block_owner: dict[int, Operator] = dataclasses.field(default_factory=dict)
 
 
+class _SubBlockFwdOp(FwdOp):
+    """The FwdOp of an op with a sub-block: its grad maker also sees the
+    program, to read the grad block (while_grad's Out@GRAD comes from it)."""
+
+    __slots__ = ("program",)
+
+
 def _fwd_view(op: Operator, no_grad: set[str], grad_blocks: list[int]) -> FwdOp:
-    f = FwdOp(op.type, op.inputs, op.outputs, op.desc.attrs, no_grad)
+    if grad_blocks:
+        f = _SubBlockFwdOp(op.type, op.inputs, op.outputs, op.desc.attrs, no_grad)
+        f.program = op.block.program
+    else:
+        f = FwdOp(op.type, op.inputs, op.outputs, op.desc.attrs, no_grad)
     f.grad_blocks = grad_blocks
     return f
 
@@ -54,10 +65,18 @@ def _make_grads(op: Operator, block: Block, state: PassState, grad_blocks: list[
 
 
 def _grad_to_var(op: Operator, grads: list[GradOp]) -> dict[str, str]:
-    """grad name -> forward name for the gradients these grad ops read or write."""
+    """grad name -> forward name for the gradients these grad ops read or write.
+
+    A maker may record the map itself on its grad op (`g.grad_to_var`), where
+    Paddle's records more than the op's final slots show (while_grad: grads
+    it then replaces with @EMPTY@)."""
     fwd_args = set(op.input_arg_names) | set(op.output_arg_names)
     out: dict[str, str] = {}
     for g in grads:
+        explicit = getattr(g, "grad_to_var", None)
+        if explicit is not None:
+            out.update(explicit)
+            continue
         for name in list(g.input_args()) + list(g.output_args()):
             if name.endswith(GRAD_SUFFIX) and name[: -len(GRAD_SUFFIX)] in fwd_args:
                 out[name] = name[: -len(GRAD_SUFFIX)]
@@ -75,15 +94,15 @@ def append_backward_ops(block: Block, path: list[Operator], targets: list[Variab
     descs: list[GradOp] = []
     for op in reversed(path):
         grad_blocks: list[int] = []
-        if op.has_attr("sub_block"):
-            sub = program.block(int(op.attr("sub_block")))
+        if op.sub_block is not None:
+            sub = program.block(op.sub_block)
             gblock = program.create_block(parent_idx=target_block.idx, forward_block_idx=sub.idx)
             append_backward_ops(sub, state.sub_paths.get(sub.idx, []), targets, gblock, state, None)
             grad_blocks.append(gblock.idx)
         grads = _make_grads(op, block, state, grad_blocks)
         op_grad_to_var = _grad_to_var(op, grads)
-        if op.has_attr(OP_DEVICE_ATTR):
-            device = op.attr(OP_DEVICE_ATTR)
+        device = op.attr(OP_DEVICE_ATTR)
+        if device is not None:
             for g in grads:
                 g.attrs[OP_DEVICE_ATTR] = device
         if times > 1:
@@ -121,6 +140,5 @@ def append_backward_ops(block: Block, path: list[Operator], targets: list[Variab
     start = len(target_block.ops)
     emit(target_block, descs, state.grad_to_var, state.callbacks)
     for op in target_block.ops[start:]:
-        for idx in op.sub_blocks():
-            if op.has_attr("sub_block"):
-                state.grad_block_owner[idx] = op
+        if op.sub_block is not None:
+            state.grad_block_owner[op.sub_block] = op

@@ -86,9 +86,9 @@ def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
                 relevant[i] = False
     for i in range(len(ops) - 1, -1, -1):
         op = ops[i]
-        sub = op.attr("sub_block") if op.has_attr("sub_block") else None
+        sub = op.sub_block
         if sub is not None:
-            sub_block = block.program.block(int(sub))
+            sub_block = block.program.block(sub)
             wanted = output_names & set(op.output_arg_names)
             sub_paths[sub_block.idx] = sub_block_path(sub_block, op, set(), sub_paths, wanted)
         if any(n in output_names for n in op.output_arg_names) and _has_grad(op, i):
@@ -134,7 +134,7 @@ def unused_outputs(block: Block, path: list[Operator], targets: list[Variable],
     unused: set[str] = set()
     for op in reversed(path):
         ins = op.input_arg_names
-        if not op.has_attr("sub_block"):
+        if op.sub_block is None:
             in_set = set(ins)
             for n in op.output_arg_names:
                 v = block.find_var_recursive(n)
