@@ -10,6 +10,8 @@ import click
 import pybackward
 from pybackward.errors import CheckFailedError, PyBackwardError
 
+from .running import execute as _execute, load_arrays as _load_arrays, run_options as _run_options
+
 
 def handle_errors(fn):
     """Turn PyBackwardError into one stderr line and exit code 2 (1 for failed checks)."""
@@ -87,12 +89,18 @@ def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
               help="How repeated gradients are added: one sum op (Paddle's default) or a grad_add chain.")
 @click.option("--json", "as_json", is_flag=True, help="Print the (param, grad) pairs as JSON.")
 @click.option("--in-place", is_flag=True, help="Overwrite IN (a backup IN~ is kept until the new file is complete).")
+@click.option("--run", "run_after", is_flag=True,
+              help="Run the result and print the loss and parameter gradients (with --params/--feeds; "
+                   "defaults: params.npz and feeds.npz beside IN).")
+@_run_options
 @click.argument("src", metavar="IN", type=click.Path(dir_okay=False))
 @click.argument("out", metavar="OUT", required=False, type=click.Path(dir_okay=False))
 @handle_errors
-def append(loss, parameters, no_grad, aggregation, as_json, in_place, src, out):
+def append(loss, parameters, no_grad, aggregation, as_json, in_place, run_after, startup, params,
+           feeds_npz, feed_items, check_nan, src, out):
     """Append the backward section of --loss to IN and write OUT."""
     import json
+    from pathlib import Path
     prog = pybackward.load(src)
     pairs = pybackward.append_backward(loss, parameter_list=list(parameters) or None,
                                        no_grad_set=set(no_grad) or None, program=prog,
@@ -105,6 +113,14 @@ def append(loss, parameters, no_grad, aggregation, as_json, in_place, src, out):
         for p, g in rows:
             click.echo(f"{p} -> {g}")
         click.echo(f"wrote {written}", err=True)
+    if run_after:
+        here = Path(src).parent
+        if not params and not startup and (here / "params.npz").exists():
+            params = (str(here / "params.npz"),)
+        if not feeds_npz and not feed_items and (here / "feeds.npz").exists():
+            feeds_npz = (str(here / "feeds.npz"),)
+        p, f = _load_arrays(params, feeds_npz, feed_items)
+        _execute(prog, startup, p, f, [loss] + [g for _, g in rows if g], check_nan, None)
 
 
 @cli.command()
@@ -130,6 +146,57 @@ def gradients(targets, inputs, target_grads, no_grad, as_json, src, out):
         for x, g in rows.items():
             click.echo(f"{x} -> {g}")
         click.echo(f"wrote {out}", err=True)
+
+
+@cli.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--fetch", multiple=True, required=True, help="A variable to fetch (repeatable).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the fetched values to this .npz.")
+@_run_options
+@handle_errors
+def run(program, fetch, out, startup, params, feeds_npz, feed_items, check_nan):
+    """Run PROGRAM with the NumPy interpreter and print the fetched values."""
+    p, f = _load_arrays(params, feeds_npz, feed_items)
+    _execute(pybackward.load(program), startup, p, f, fetch, check_nan, out)
+
+
+@cli.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--loss", required=True, help="Name of the loss variable.")
+@click.option("--wrt", multiple=True, help="Check only these vars (default: every parameter with a gradient).")
+@click.option("--eps", type=float, default=1e-6, show_default=True, help="Finite-difference step (float64).")
+@click.option("--rtol", type=float, default=None, help="Relative tolerance (default by dtype).")
+@click.option("--atol", type=float, default=None, help="Absolute tolerance (default by dtype).")
+@click.option("--max-elements", type=int, default=64, show_default=True,
+              help="Check larger tensors along random directions instead of element by element.")
+@click.option("--directions", type=int, default=4, show_default=True, help="Random directions per large tensor.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@_run_options
+@handle_errors
+def check(program, loss, wrt, eps, rtol, atol, max_elements, directions, as_json,
+          startup, params, feeds_npz, feed_items, check_nan):
+    """Check the gradients of --loss against central finite differences in float64."""
+    import json
+    import numpy as np
+    from pybackward.interpreter import Executor, Scope
+    p, f = _load_arrays(params, feeds_npz, feed_items)
+    if startup:
+        scope = Scope()
+        Executor().run(pybackward.load(startup), scope=scope)
+        p = {**{k: v for k, v in scope.vars.items() if isinstance(v, np.ndarray)}, **p}
+    rows = pybackward.check_gradients(pybackward.load(program), loss, f, p, list(wrt) or None, eps=eps,
+                                      rtol=rtol, atol=atol, max_elements=max_elements,
+                                      directions=directions)
+    if as_json:
+        click.echo(json.dumps([r.__dict__ | {"shape": list(r.shape)} for r in rows]))
+    else:
+        click.echo(f"{'var':<32} {'shape':<14} {'max abs err':>12} {'max rel err':>12} {'checked':>10}  result")
+        for r in rows:
+            click.echo(f"{r.var:<32} {str(list(r.shape)):<14} {r.max_abs_err:>12.3e} {r.max_rel_err:>12.3e} "
+                       f"{r.checked:>4} {r.mode[:4]:<5}  {'ok' if r.ok else 'FAIL'}")
+    bad = [r.var for r in rows if not r.ok]
+    if bad:
+        raise pybackward.CheckFailedError(f"gradient check failed for {', '.join(bad)}")
 
 
 def main() -> None:

@@ -144,3 +144,40 @@ def test_missing_file_and_directory(tmp_path):
     assert r.returncode == 2 and "no such file" in r.stderr
     r = run("show", str(tmp_path))
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_run_prints_and_writes_fetched_values(tmp_path):
+    import numpy as np
+    d = PROGRAMS / "fit_a_line"
+    out = tmp_path / "r.npz"
+    r = run("run", str(d / "backward.pb"), "--params", str(d / "params.npz"), "--feeds", str(d / "feeds.npz"),
+            "--fetch", "mean_0.tmp_0", "--fetch", "fc_0.w_0@GRAD", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("mean_0.tmp_0: float32[] mean=")
+    got = np.load(out)
+    want = np.load(d / "grads.npz")
+    np.testing.assert_allclose(got["fc_0.w_0@GRAD"], want["fc_0.w_0@GRAD"], rtol=1e-5, atol=1e-6)
+
+
+def test_run_missing_feed_is_a_clear_error():
+    r = run("run", str(FIT), "--fetch", "mean_0.tmp_0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "block 0, op 0 (mul), var 'x': input 'X' has no value" in r.stderr
+
+
+def test_append_run_prints_gradients():
+    r = run("append", "--loss", "mean_0.tmp_0", "--run", str(FIT), os.devnull)
+    assert r.returncode == 0, r.stderr
+    assert "fc_0.w_0@GRAD: float32[13, 1]" in r.stdout
+
+
+def test_check_passes_and_fails(tmp_path):
+    d = PROGRAMS / "fit_a_line"
+    args = ["check", str(FIT), "--loss", "mean_0.tmp_0", "--params", str(d / "params.npz"),
+            "--feeds", str(d / "feeds.npz")]
+    r = run(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert {row["var"] for row in rows} == {"fc_0.w_0", "fc_0.b_0"} and all(row["ok"] for row in rows)
+    r = run(*args, "--rtol", "0", "--atol", "0", "--eps", "1e-2")
+    assert r.returncode == 1 and "gradient check failed" in r.stderr
