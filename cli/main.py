@@ -149,6 +149,61 @@ def gradients(targets, inputs, target_grads, no_grad, as_json, src, out):
 
 
 @cli.command()
+@click.option("--missing", "missing", type=click.Path(dir_okay=False),
+              help="List the op types PROGRAM uses that pybackward cannot differentiate or run.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@handle_errors
+def ops(missing, as_json):
+    """List the registered op types and what each supports (read from the registry)."""
+    import json
+    from pybackward.ops import registry
+    table = registry.all_ops()
+    if missing:
+        prog = pybackward.load(missing)
+        used: dict[str, int] = {}
+        for b in prog.blocks:
+            for op in b.ops:
+                used[op.type] = used.get(op.type, 0) + 1
+        rows = []
+        for t, n in sorted(used.items()):
+            d = table.get(t)
+            problem = ("unknown op type" if d is None else
+                       "no kernel" if d.kernel is None else None)
+            if problem:
+                rows.append({"type": t, "uses": n, "problem": problem})
+        if as_json:
+            click.echo(json.dumps(rows))
+        elif not rows:
+            click.echo(f"every op type in {missing} is supported ({len(used)} types)")
+        else:
+            for r in rows:
+                click.echo(f"{r['type']:<32} x{r['uses']:<4} {r['problem']}")
+        if rows:
+            raise pybackward.CheckFailedError(f"{len(rows)} op types in {missing} are not supported")
+        return
+    rows = []
+    for t, d in table.items():
+        if d.grad is None:
+            grad = None
+        elif isinstance(d.grad, registry.GradSpec):
+            grad = d.grad.type
+        else:
+            grad = "(maker)"
+        rows.append({"type": t, "kernel": d.kernel is not None, "grad": grad,
+                     "grad_of": d.grad_of, "inputs": list(d.inputs), "outputs": list(d.outputs),
+                     "differentiable": list(d.differentiable_inputs or ()),
+                     "attrs": list(d.attrs_handled)})
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    click.echo(f"{'op type':<34} {'kernel':<7} {'grad op':<34} attrs handled")
+    for r in rows:
+        grad = r["grad"] or ("-" if not r["grad_of"] else f"(grad of {r['grad_of']})")
+        click.echo(f"{r['type']:<34} {'yes' if r['kernel'] else 'no':<7} {grad:<34} {', '.join(r['attrs'])}")
+    click.echo(f"{len(rows)} op types", err=True)
+
+
+@cli.command()
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("--fetch", multiple=True, required=True, help="A variable to fetch (repeatable).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the fetched values to this .npz.")

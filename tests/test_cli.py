@@ -181,3 +181,24 @@ def test_check_passes_and_fails(tmp_path):
     assert {row["var"] for row in rows} == {"fc_0.w_0", "fc_0.b_0"} and all(row["ok"] for row in rows)
     r = run(*args, "--rtol", "0", "--atol", "0", "--eps", "1e-2")
     assert r.returncode == 1 and "gradient check failed" in r.stderr
+
+
+def test_ops_lists_the_registry():
+    from pybackward.ops import registry
+    r = run("ops", "--json")
+    assert r.returncode == 0
+    rows = {row["type"]: row for row in json.loads(r.stdout)}
+    assert set(rows) == set(registry.all_ops())
+    assert rows["mul"]["grad"] == "mul_grad" and rows["mul"]["differentiable"] == ["X", "Y"]
+    assert rows["mul_grad"]["grad_of"] == "mul" and rows["fill_constant"]["grad"] is None
+
+
+def test_ops_missing_names_unsupported_types(tmp_path):
+    d = pb.ProgramDesc()
+    d.ParseFromString(FIT_BYTES)
+    d.blocks[0].ops[0].type = "dequantize"
+    f = tmp_path / "p.pb"
+    f.write_bytes(d.SerializeToString())
+    r = run("ops", "--missing", str(f))
+    assert r.returncode == 1 and "dequantize" in r.stdout and "unknown op type" in r.stdout
+    assert run("ops", "--missing", str(FIT)).returncode == 0
