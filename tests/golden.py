@@ -88,3 +88,21 @@ def diff_programs(ours, gold, ignore: frozenset[str] = frozenset()) -> list[str]
             if n in g.vars and b.vars[n].desc != g.vars[n].desc:
                 out.append(f"block {b.idx} var {n}: ours {b.vars[n].desc} Paddle {g.vars[n].desc}".replace("\n", " "))
     return out
+
+
+def dedupe_attrs(prog) -> None:
+    """Keep the first of each repeated attr name on every op, as Paddle's parser
+    does (Paddle 3.3.1 writes some reshape2 attrs twice; its re-parse drops the copy)."""
+    for b in prog.desc.blocks:
+        for op in b.ops:
+            seen, keep = set(), []
+            for a in op.attrs:
+                if a.name not in seen:
+                    seen.add(a.name)
+                    keep.append(a)
+            if len(keep) != len(op.attrs):
+                kept = [type(a)() for a in keep]
+                for k, a in zip(kept, keep):
+                    k.CopyFrom(a)
+                del op.attrs[:]
+                op.attrs.extend(kept)

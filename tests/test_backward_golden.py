@@ -14,16 +14,18 @@ import pytest
 
 import pybackward
 from conftest import PROGRAMS, case_json
-from golden import diff_programs, replay, variants
+from golden import dedupe_attrs, diff_programs, replay, variants
 
-#: Variants whose bytes differ from Paddle's in ways that carry no meaning,
-#: each with the reason. (Empty: every variant is byte-identical.)
-KNOWN_BYTE_DIFFERENCES: dict[tuple[str, str], str] = {}
+#: Why some outputs differ from Paddle's bytes on purpose: Paddle 3.3.1 writes
+#: some reshape2 attrs twice (mkldnn_data_type, use_quantizer); its parser keeps
+#: one of each, so its output drops the copies from the *forward* ops.
+#: pybackward keeps forward ops exactly as the file has them. For these cases
+#: the bytes are compared after dropping the copies from our output as Paddle's
+#: parser would, so every grad op is still checked byte for byte.
+DUPLICATE_ATTRS_IN_FILE = {"transformer_encoder", "detection_head"}
 
 #: What pybackward cannot do yet. Strict: the test fails the day it works.
 NOT_YET = {
-    ("cond_block", "default"): "conditional_block grad maker not registered yet (control flow)",
-    ("while_loop", "default"): "while grad maker not registered yet (control flow)",
     ("two_gradients_calls", "second"): "double-grad ops (elementwise_mul_grad_grad) not registered yet",
 }
 
@@ -47,5 +49,6 @@ def test_backward_matches_paddle(case, variant):
     for call, log in zip(calls, cb_logs):
         if log is not None and "callbacks" in call:
             assert log == call["callbacks"]
-    if (case, variant) not in KNOWN_BYTE_DIFFERENCES:
-        assert pybackward.dumps(prog) == (PROGRAMS / case / spec["file"]).read_bytes()
+    if case in DUPLICATE_ATTRS_IN_FILE:
+        dedupe_attrs(prog)
+    assert pybackward.dumps(prog) == (PROGRAMS / case / spec["file"]).read_bytes()

@@ -342,7 +342,8 @@ def _prelu_samples(rng):
 
 register(OpDef(
     type="prelu", inputs=("X", "Alpha"), outputs=("Out",), kernel=_prelu,
-    grad=GradSpec("prelu_grad", ("X", "Alpha", "Out@GRAD"), ("X@GRAD", "Alpha@GRAD"), kernel=_prelu_grad),
+    grad=GradSpec("prelu_grad", ("X", "Alpha", "Out@GRAD"), ("X@GRAD", "Alpha@GRAD"), kernel=_prelu_grad,
+                  sets_lod_level=False),
     samples=_prelu_samples, attrs_handled=("mode", "data_format"),
     doc="Out = X if X > 0 else Alpha * X; Alpha shared (all), per channel, or per element"))
 
