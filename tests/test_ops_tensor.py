@@ -438,3 +438,19 @@ def test_out_grad_inputs_are_never_dropped(op):
     fwd = FwdOp(op, {"X": ["x"]}, {"Out": ["y"]}, attrs, frozenset({"y@GRAD", "x@GRAD"}))
     (g,) = registry.get(op).make_grad(fwd)
     assert g.inputs == {"X": ["y@GRAD"]} and g.outputs == {"Out": []}
+
+
+def test_lookup_table_v1_is_v2_on_ids_with_a_trailing_1():
+    """Paddle 3.3.1: lookup_table(Ids [4,1]) -> Out [4,3]; W@GRAD rows of padding_idx stay 0."""
+    from pybackward.ops.opcheck import run_kernel
+    w = np.arange(30, dtype=np.float32).reshape(10, 3)
+    ids = np.array([[1], [2], [2], [5]], dtype=np.int64)
+    out = run_kernel("lookup_table", {"Ids": [ids], "W": [w]}, {"padding_idx": 2}, {"Out": ["o"]})["Out"][0]
+    assert out.shape == (4, 3)
+    np.testing.assert_array_equal(out, np.stack([w[1], 0 * w[0], 0 * w[0], w[5]]))
+    g = np.full((4, 3), 1 / 12, dtype=np.float32)
+    gw = run_kernel("lookup_table_grad", {"Ids": [ids], "W": [w], "Out@GRAD": [g]}, {"padding_idx": 2},
+                    {"W@GRAD": ["gw"]})["W@GRAD"][0]
+    assert gw[2].sum() == 0 and np.allclose(gw[1], 1 / 12) and np.allclose(gw[5], 1 / 12)
+    with pytest.raises(pybackward.ExecutionError, match="last dim is 1"):
+        run_kernel("lookup_table", {"Ids": [ids[:, 0]], "W": [w]}, {}, {"Out": ["o"]})

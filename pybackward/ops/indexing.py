@@ -421,3 +421,26 @@ register(OpDef(
         Sample({"W": [rng.standard_normal((6, 4))], "Ids": [np.array([2, 0, 2, 3])]}, {"padding_idx": 2},
                note="padding_idx")],
     doc="Out = rows of W at Ids (rows for padding_idx are zero and get no grad)"))
+
+
+def _ids_v1(c: Call) -> Call:
+    """lookup_table (v1) takes Ids of shape [..., 1]; v2 drops that last dim."""
+    ids = np.asarray(c.x("Ids"))
+    if ids.ndim == 0 or ids.shape[-1] != 1:
+        raise c.unsupported("Ids", list(ids.shape), "lookup_table needs Ids whose last dim is 1")
+    ins = dict(c.ins)
+    ins["Ids"] = [ids[..., 0]]
+    return Call(c.op_type, ins, c.attrs, c.outs, c.rng, c.env)
+
+
+register(OpDef(
+    type="lookup_table", inputs=("Ids", "W"), outputs=("Out",),
+    kernel=lambda c: _lookup_table_v2(_ids_v1(c)),
+    grad=GradSpec("lookup_table_grad", ("Ids", "W", "Out@GRAD"), ("W@GRAD",),
+                  kernel=lambda c: _lookup_table_v2_grad(_ids_v1(c)), sets_lod_level=False),
+    attrs_handled=("padding_idx",),
+    samples=lambda rng: [
+        Sample({"W": [rng.standard_normal((6, 4))], "Ids": [np.array([[1], [5], [1], [0]])]}),
+        Sample({"W": [rng.standard_normal((6, 4))], "Ids": [np.array([[2], [0], [2]])]}, {"padding_idx": 2},
+               note="padding_idx")],
+    doc="the legacy embedding op: lookup_table_v2 with Ids of shape [..., 1]"))
