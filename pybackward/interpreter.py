@@ -22,6 +22,7 @@ import numpy as np
 from . import attrs as _attrs
 from . import dtypes
 from .errors import ExecutionError, PyBackwardError, where
+from .backward.emit import find_var_desc
 from .ops import registry
 from .ops.registry import EMPTY_VAR_NAME, Call
 from .program import Block, Program, Variable
@@ -87,21 +88,37 @@ class _Step:
     index: int
     op_type: str
     kernel: Any
-    ins: tuple[tuple[str, tuple[str, ...]], ...]
+    ins: tuple[tuple[str, tuple[str, ...]], ...]        # @EMPTY@ already dropped
     outs: dict[str, list[str]]
-    out_items: tuple[tuple[str, tuple[str, ...]], ...]
+    #: (slot, ((name, declared dtype or None, persistable), ...)) per output slot
+    out_items: tuple[tuple[str, tuple[tuple[str, Any, bool], ...]], ...]
     attrs: dict[str, Any]
-    out_dtypes: dict[str, np.dtype | None]
-    persistable: frozenset[str]
+    #: Slot -> argument names, for kernels that read vars by name (call.env.in_names).
+    in_names: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: The kernel takes inputs that may have no value (None is passed):
+    #: control-flow ops, whose inputs Paddle leaves uninitialised at times.
+    lenient: bool = False
+    #: Args that are tensor arrays (a missing one reads as an empty array).
+    arrays: frozenset[str] = frozenset()
+    #: Outputs declared in this very block: they live in the block's own scope.
+    local_outs: frozenset[str] = frozenset()
+    #: Outputs declared in an ancestor block: how many scopes up they live
+    #: when no scope holds them yet (Paddle creates every var of a block in
+    #: that block's scope before running it).
+    outer_depth: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 class OpEnv:
     """What control-flow kernels see of the interpreter (`call.env`)."""
 
-    def __init__(self, executor: "Executor", program: Program, scope: Scope):
+    def __init__(self, executor: "Executor", program: Program, scope: Scope,
+                 block: Block | None = None):
         self.executor = executor
         self.program = program
         self.scope = scope
+        #: The block being run and the current op's input names (slot -> names).
+        self.block = block
+        self.in_names: dict[str, list[str]] = {}
 
     def run_block(self, block_idx: int, scope: Scope) -> None:
         self.executor._run_block(self.program.block(block_idx), scope)
@@ -113,7 +130,7 @@ class Executor:
     def __init__(self, seed: int = 0, check_nan: bool = False):
         self.rng = np.random.default_rng(seed)
         self.check_nan = check_nan
-        self._plans: dict[tuple[int, int, int], list[_Step]] = {}
+        self._plans: dict[tuple, Any] = {}
         #: Peak bytes held by the run's scopes, when `track_memory` is on.
         self.track_memory = False
         self.peak_bytes = 0
@@ -160,9 +177,17 @@ class Executor:
                 raise ExecutionError(f"{where(program.source, 0, var=name)}: feed has shape "
                                      f"{list(arr.shape)}, the variable is declared {list(shape)}")
             (scope if var.persistable else local).set(name, arr)
-        for v in block.vars.values():
-            if v.type in _LIST_VAR_TYPES:
-                local.set(v.name, [])
+        for name in self._list_vars(block):
+            local.set(name, [])
+
+    def _list_vars(self, block: Block) -> list[str]:
+        """Vars of the feed/fetch list types (looked up once per block)."""
+        key = (id(block.desc), block.idx, len(block.vars), "lists")
+        names = self._plans.get(key)
+        if names is None:
+            names = [v.name for v in block.vars.values() if v.type in _LIST_VAR_TYPES]
+            self._plans[key] = names
+        return names
 
     # -- compile -----------------------------------------------------------
     def _plan(self, block: Block) -> list[_Step]:
@@ -181,77 +206,121 @@ class Executor:
                 f"{where(block.program.source, block.idx, index, op.type)}: no kernel for op type "
                 f"'{op.type}' ({supported} op types have kernels; `pybackward ops` lists them)")
         outs = op.outputs
-        out_dtypes: dict[str, np.dtype | None] = {}
-        persist = set()
-        for names in outs.values():
+        out_items = []
+        for slot, names in outs.items():
+            recs = []
             for n in names:
+                if n == EMPTY_VAR_NAME:
+                    recs.append((n, None, False))
+                    continue
                 v = block.find_var_recursive(n)
+                dt = None
                 if v is not None and v.data_type is not None:
                     try:
-                        out_dtypes[n] = dtypes.to_numpy(v.data_type)
+                        dt = dtypes.to_numpy(v.data_type)
                     except KeyError:
-                        out_dtypes[n] = None
-                    if v.persistable:
-                        persist.add(n)
+                        dt = None
+                recs.append((n, dt, bool(v is not None and v.persistable)))
+            out_items.append((slot, tuple(recs)))
         attrs = {a.name: _attrs.decode(a) for a in op.desc.attrs if a.name != "op_callstack"}
-        return _Step(index, op.type, opdef.kernel,
-                     tuple((s, tuple(a)) for s, a in op.inputs.items()), outs,
-                     tuple((s, tuple(a)) for s, a in outs.items()), attrs, out_dtypes,
-                     frozenset(persist))
+        in_names = op.inputs
+        ins = tuple((s, tuple(a for a in args if a != EMPTY_VAR_NAME)) for s, args in in_names.items())
+        # What control-flow ops need (see _Step): array args, where outputs live.
+        arrays, local, depth = set(), set(), {}
+        for n in set(op.input_arg_names) | set(op.output_arg_names):
+            d = find_var_desc(block, n)     # Paddle's lookup: grad blocks see their forward block
+            if d is not None and d.type.type == dtypes.VarType.DENSE_TENSOR_ARRAY:
+                arrays.add(n)
+        for n in op.output_arg_names:
+            if block.has_var(n):
+                local.add(n)
+                continue
+            b, k = block.parent, 1
+            while b is not None and not b.has_var(n):
+                b, k = b.parent, k + 1
+            if b is not None:
+                depth[n] = k
+        return _Step(index, op.type, opdef.kernel, ins, outs, tuple(out_items), attrs, in_names,
+                     bool(getattr(opdef.kernel, "allow_missing_inputs", False)),
+                     frozenset(arrays), frozenset(local), depth)
 
     # -- run ---------------------------------------------------------------
     def _run_block(self, block: Block, scope: Scope, root: Scope | None = None) -> None:
         program = block.program
-        env = OpEnv(self, program, scope)
+        env = OpEnv(self, program, scope, block)
         root = root if root is not None else _root_of(scope)
+        # At the top level a non-persistable value always lives in `scope`;
+        # inside a sub-block it goes to whichever enclosing scope holds it.
+        top = scope.parent is root
+        local = scope.vars
         find = scope.find
+        rng, check_nan, track = self.rng, self.check_nan, self.track_memory
         for step in self._plan(block):
             ins: dict[str, list] = {}
+            env.in_names = step.in_names
             for slot, names in step.ins:
                 vals = []
                 for n in names:
-                    if n == EMPTY_VAR_NAME:
-                        continue
-                    v = find(n)
+                    v = local.get(n, _MISSING)
                     if v is _MISSING:
-                        raise ExecutionError(
-                            f"{where(program.source, block.idx, step.index, step.op_type, n)}: input "
-                            f"'{slot}' has no value: not fed, not initialised by a startup program, "
-                            "and no earlier op computed it")
+                        v = find(n)
+                        if v is _MISSING and n in step.arrays:
+                            v = []          # Paddle's tensor arrays start empty
+                        elif v is _MISSING and step.lenient:
+                            v = None        # uninitialised: the kernel decides
+                        if v is _MISSING:
+                            raise ExecutionError(
+                                f"{where(program.source, block.idx, step.index, step.op_type, n)}: input "
+                                f"'{slot}' has no value: not fed, not initialised by a startup program, "
+                                "and no earlier op computed it")
                     vals.append(v)
                 ins[slot] = vals
             try:
-                res = step.kernel(Call(step.op_type, ins, step.attrs, step.outs, self.rng, env))
+                res = step.kernel(Call(step.op_type, ins, step.attrs, step.outs, rng, env))
             except PyBackwardError as e:
                 raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type)}: {e}") from None
             except (ValueError, IndexError, TypeError, FloatingPointError, KeyError) as e:
                 shapes = {s: [np.shape(v) for v in vs] for s, vs in ins.items()}
                 raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type)}: "
                                      f"kernel failed on inputs {shapes}: {type(e).__name__}: {e}") from None
-            for slot, names in step.out_items:
+            for slot, recs in step.out_items:
                 val = res.get(slot)
                 if val is None:
                     continue
                 vals = val if isinstance(val, (list, tuple)) else (val,)
-                for n, v in zip(names, vals):
-                    if n == EMPTY_VAR_NAME or v is None:
+                if step.arrays and len(recs) == 1 and recs[0][0] in step.arrays and isinstance(val, list) \
+                        and not (len(val) == 1 and isinstance(val[0], list)):
+                    vals = (val,)           # a tensor array returned bare
+                for (n, dt, persistable), v in zip(recs, vals):
+                    if v is None or n == EMPTY_VAR_NAME:
                         continue
-                    dt = step.out_dtypes.get(n)
-                    if dt is not None and isinstance(v, np.ndarray) and v.dtype != dt:
-                        v = v.astype(dt)
-                    elif dt is not None and not isinstance(v, (np.ndarray, list)):
-                        v = np.asarray(v, dtype=dt)
-                    if self.check_nan and isinstance(v, np.ndarray) and v.dtype.kind in "fc" \
+                    if dt is not None:
+                        if isinstance(v, np.ndarray):
+                            if v.dtype != dt:
+                                v = v.astype(dt)
+                        elif not isinstance(v, list):
+                            v = np.asarray(v, dtype=dt)
+                    if check_nan and isinstance(v, np.ndarray) and v.dtype.kind in "fc" \
                             and not np.all(np.isfinite(v)):
                         raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type, n)}: "
                                              "produced NaN or Inf (first op to do so)")
-                    if n in step.persistable:
+                    if persistable:
                         owner = scope.owner(n)
-                        (owner if owner is not None else root).set(n, v)
+                        (owner if owner is not None else root).vars[n] = v
+                    elif top or n in step.local_outs:
+                        local[n] = v
                     else:
+                        # Declared in an enclosing block: its scope (Paddle
+                        # creates a block's vars in the block's scope).
                         owner = scope.owner(n)
-                        (owner if owner is not None and owner is not root else scope).set(n, v)
-            if self.track_memory:
+                        if owner is None or owner is root:
+                            owner = scope
+                            for _ in range(step.outer_depth.get(n, 0)):
+                                if owner.parent is None or owner.parent is root:
+                                    break
+                                owner = owner.parent
+                        owner.vars[n] = v
+            if track:
                 self.peak_bytes = max(self.peak_bytes, scope_bytes(scope, root))
 
 

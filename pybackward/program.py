@@ -266,7 +266,22 @@ def set_attr(desc: pb.OpDesc, name: str, value: Any, attr_type: int | None = Non
         if a.name == name:
             _attrs.encode(a, name, value, a.type if attr_type is None else attr_type)
             return
-    _attrs.encode(desc.attrs.add(), name, value, attr_type)
+    new = pb.OpDesc.Attr()
+    _attrs.encode(new, name, value, attr_type)
+    # Paddle serialises attrs sorted by name (after the type's extra attrs):
+    # a new one joins the trailing sorted run (e.g. op_role_var set on a
+    # conditional_block_grad lands before sub_block), not the end.
+    j = len(desc.attrs)
+    while j > 0 and desc.attrs[j - 1].name > name:
+        j -= 1
+    tail = []
+    for old in desc.attrs[j:]:
+        t = pb.OpDesc.Attr()
+        t.CopyFrom(old)
+        tail.append(t)
+    del desc.attrs[j:]
+    desc.attrs.append(new)
+    desc.attrs.extend(tail)
 
 
 _BLOCK, _BLOCKS = pb.AttrType.BLOCK, pb.AttrType.BLOCKS

@@ -17,8 +17,6 @@ from pybackward.interpreter import Executor, Scope
 
 #: Variants whose programs the interpreter cannot run yet, with the reason.
 NOT_YET = {
-    ("cond_block", "default"): "conditional_block kernels not registered yet (control flow)",
-    ("while_loop", "default"): "while kernels not registered yet (control flow)",
     ("two_gradients_calls", "second"): "double-grad kernels not registered yet",
 }
 

@@ -58,18 +58,33 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
         versions[var] = [var]
 
     def rename_earlier(var: str, new: str) -> None:
+        # Paddle renames from the first writer on (`_rename_arg_(..., start,
+        # idx)`): a reader before it - a loop-carried gradient read at the
+        # top of a while grad block - keeps the plain name.
+        start = first_writer[var]
+        before = []
         for k in refs.pop(var, ()):
+            if k < start:
+                before.append(k)
+                continue
             ops[k].rename_input(var, new)
             ops[k].rename_output(var, new)
             refs[new].append(k)
+        if before:
+            refs[var] = before
         for p in pending_by_var.get(var, ()):
             p.rename_input(var, new)
             p.rename_output(var, new)
 
+    # Paddle's renamed_vars is a defaultdict: a var's first mention (a read
+    # included) fixes where its final accumulation comes among the others.
+    mentioned: dict[str, None] = {}
     for idx, op in enumerate(ops):
         for name in list(op.input_args()):
-            if GRAD_SUFFIX in name and len(versions.get(name, ())) > 1:
-                accumulate(name, idx)
+            if GRAD_SUFFIX in name:
+                mentioned.setdefault(name)
+                if len(versions.get(name, ())) > 1:
+                    accumulate(name, idx)
         in_args = set(op.input_args())
         op_device = _device(op)
         slots = sorted(op.outputs)
@@ -78,6 +93,7 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
             for ai, name in enumerate(args):
                 if GRAD_SUFFIX not in name or name == EMPTY_VAR_NAME or name in in_args:
                     continue
+                mentioned.setdefault(name)
                 seen = versions.get(name)
                 if not seen:
                     versions[name] = [name]
@@ -104,8 +120,8 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
             if GRAD_SUFFIX in name:
                 refs[name].append(idx)
 
-    for var in list(versions):
-        if len(versions[var]) > 1:
+    for var in mentioned:
+        if len(versions.get(var, ())) > 1:
             accumulate(var, len(ops))
 
     if not pending:

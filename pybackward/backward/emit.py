@@ -235,14 +235,50 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
                 created[name] = _grad_var_desc(block, name, pending)
                 if name in grad_to_var:
                     grad_info[grad_to_var[name]] = (name, block)
-            if sets_lod and name in created:
-                _set_lod_level(created[name])
+            if sets_lod:
+                # Shape inference shares the LoD onto every output it finds,
+                # new or not - also a var of an enclosing block, as when a
+                # second pass's grad block writes the first pass's w@GRAD.
+                desc = created.get(name) or find_var_desc(block, name, pending)
+                if desc is not None:
+                    _set_lod_level(desc)
+        for in_slot, out_slot in getattr(opdef, "sync_type_slots", ()):
+            _sync_empty_var(block, op, in_slot, out_slot, created, pending)
     for i in reversed(remove):
         del block.desc.ops[i]
     if remove:
         block.ops = [Operator(block, d) for d in block.desc.ops]
     if created:
         _append_vars_sorted(block, list(created.values()))
+
+
+def _sync_empty_var(block: Block, op: Operator, in_slot: str, out_slot: str,
+                    created: dict[str, pb.VarDesc], pending: dict[int, dict[str, pb.VarDesc]]) -> None:
+    """Paddle's compile-time `SyncTypeAndDataType(in_slot, out_slot, i)` (an
+    op's var-type inference, declared on its OpDef as `sync_type_slots`) on
+    an `@EMPTY@` output: `FindRecursiveOrCreateVar` declares a var named
+    `@EMPTY@` in the op's block, typed like input i (conditional_block_grad
+    with a no-grad Input). Other outputs get the same type from their
+    forward var anyway."""
+    ins, outs = op.input(in_slot), op.output(out_slot)
+    for i, name in enumerate(outs):
+        if name != EMPTY_VAR_NAME or i >= len(ins) or block.has_var(name):
+            continue
+        src = find_var_desc(block, ins[i], pending)
+        desc = created.get(name)
+        if desc is None:
+            desc = created[name] = pb.VarDesc(name=name, stop_gradient=False)
+            desc.type.type = pb.VarType.DENSE_TENSOR
+        if src is None:
+            continue
+        desc.type.type = src.type.type
+        field = {pb.VarType.DENSE_TENSOR: "dense_tensor",
+                 pb.VarType.DENSE_TENSOR_ARRAY: "tensor_array"}.get(src.type.type)
+        if field is not None and src.type.HasField(field):
+            for other in ("dense_tensor", "tensor_array"):
+                if other != field:
+                    desc.type.ClearField(other)
+            getattr(desc.type, field).tensor.data_type = getattr(src.type, field).tensor.data_type
 
 
 def _append_vars_sorted(block: Block, new: list[pb.VarDesc]) -> None:
@@ -278,6 +314,12 @@ def find_var_desc(block: Block, name: str,
     if name == EMPTY_VAR_NAME:
         return None
     blocks = block.program.blocks
+    if block.forward_block_idx == -1 and block.idx == 0:     # the common case, fast
+        d = pending.get(0, {}).get(name) if pending else None
+        if d is not None:
+            return d
+        v = block.vars.get(name)
+        return v.desc if v is not None else None
     frontier, seen = [block], set()
     while frontier:
         cur = frontier.pop(0)

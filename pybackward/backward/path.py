@@ -9,7 +9,7 @@ path and do not pass it on. Every step is one linear walk over the ops.
 """
 from __future__ import annotations
 
-from ..errors import UnknownOpError, where
+from ..errors import ProgramFileError, UnknownOpError, where
 from ..ops import registry
 from ..program import Block, Operator, Program, Variable
 from .names import grad_name
@@ -88,7 +88,7 @@ def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
         op = ops[i]
         sub = op.sub_block
         if sub is not None:
-            sub_block = block.program.block(sub)
+            sub_block = _checked_sub_block(block, op, i, sub)
             wanted = output_names & set(op.output_arg_names)
             sub_paths[sub_block.idx] = sub_block_path(sub_block, op, set(), sub_paths, wanted)
         if any(n in output_names for n in op.output_arg_names) and _has_grad(op, i):
@@ -112,6 +112,18 @@ def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
                     if v is not None and v.stop_gradient:
                         no_grad.add(n)
     return path
+
+
+def _checked_sub_block(block: Block, op: Operator, op_index: int, sub: int) -> Block:
+    """The block an op's `sub_block` attr names, which must be a child of the op's block."""
+    program = block.program
+    if not 0 < sub < len(program.blocks) or program.blocks[sub].parent_idx != block.idx:
+        parent = program.blocks[sub].parent_idx if 0 <= sub < len(program.blocks) else None
+        raise ProgramFileError(
+            f"{where(program.source, block.idx, op_index, op.type)}: attr 'sub_block' names block {sub}, "
+            + (f"whose parent is block {parent}, not the op's block {block.idx}" if parent is not None
+               else f"which does not exist (the program has {len(program.blocks)} blocks)"))
+    return program.blocks[sub]
 
 
 def sub_block_path(sub_block: Block, owner: Operator, no_grad: set[str],

@@ -628,10 +628,14 @@ register(OpDef(type="conditional_block", inputs=("Cond", "Input"), outputs=("Out
                kernel=_conditional_block, grad=_conditional_block_grad_maker,
                attrs_handled=("sub_block", "is_scalar_condition"),
                doc="run sub_block in a child scope when Cond holds (scalar) / every Input is non-empty"))
-register(OpDef(type="conditional_block_grad", inputs=("Cond", "Input", "Out", "Out@GRAD", "Scope"),
-               outputs=("Input@GRAD",), kernel=_conditional_block_grad, grad_of="conditional_block",
-               sets_lod_level=False, attrs_handled=("sub_block", "is_scalar_condition"),
-               doc="run the grad block in the forward scope; Input@GRAD from it (zeros if not run)"))
+_cbg = register(OpDef(type="conditional_block_grad", inputs=("Cond", "Input", "Out", "Out@GRAD", "Scope"),
+                      outputs=("Input@GRAD",), kernel=_conditional_block_grad, grad_of="conditional_block",
+                      sets_lod_level=False, attrs_handled=("sub_block", "is_scalar_condition"),
+                      doc="run the grad block in the forward scope; Input@GRAD from it (zeros if not run)"))
+#: Its compile-time var-type inference syncs Input@GRAD[i] with Input[i]
+#: (ConditionalBlockGradInferVarType), which declares a var named @EMPTY@
+#: when a gradient is not wanted; the emitter reproduces that (emit.py).
+_cbg.sync_type_slots = (("Input", "Input@GRAD"),)
 register(OpDef(type="while", inputs=("X", "Condition"), outputs=("Out", "StepScopes"),
                kernel=_while, grad=_while_grad_maker, attrs_handled=("sub_block", "is_test"),
                doc="run sub_block while Condition holds, one step scope per iteration"))
@@ -640,12 +644,12 @@ register(OpDef(type="while_grad", inputs=("X", "Out", "Out@GRAD", "StepScopes"),
                attrs_handled=("sub_block", "original_output_grad"),
                doc="run the grad block over the step scopes in reverse, summing parameter grads"))
 register(OpDef(type="select_input", inputs=("X", "Mask"), outputs=("Out",), kernel=_select_input,
-               grad=_select_input_grad_maker,
+               grad=_select_input_grad_maker, sets_lod_level=False,
                samples=lambda rng: [Sample({"X": [rng.standard_normal((2, 3)), rng.standard_normal((2, 3))],
                                             "Mask": [np.array([1], dtype=np.int32)]}, wrt=("X",))],
                doc="Out = X[Mask]"))
 register(OpDef(type="select_output", inputs=("X", "Mask"), outputs=("Out",), kernel=_select_output,
-               grad=_select_output_grad_maker, doc="Out[Mask] = X"))
+               grad=_select_output_grad_maker, sets_lod_level=False, doc="Out[Mask] = X"))
 register(OpDef(type="write_to_array", inputs=("X", "I"), outputs=("Out",), kernel=_write_to_array,
                grad=_write_to_array_grad_maker, doc="Out[I] = X (Out: a tensor array)"))
 register(OpDef(type="read_from_array", inputs=("X", "I", "X_W"), outputs=("Out",), kernel=_read_from_array,

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ExecutionError
-from .registry import GRAD_SUFFIX, Call, FwdOp, GradOp, OpDef, Sample, register
+from .registry import GRAD_SUFFIX, Call, FwdOp, GradOp, OpDef, Sample, fresh_op, register
 
 # --------------------------------------------------------------------------
 # helpers shared by tensor.py, shape.py and indexing.py
@@ -192,9 +192,9 @@ def _assign(c: Call):
 
 
 def _assign_grad(fwd: FwdOp) -> list[GradOp]:
-    """assign's grad is an `assign` Out@GRAD -> X@GRAD."""
-    return [GradOp("assign", {"X": out_grads(fwd, "Out")},
-                   {"Out": fwd.grads_of(fwd.input("X"))}, fwd.attrs_desc)]
+    """assign's grad is an `assign` Out@GRAD -> X@GRAD. Paddle's AssignGradMaker
+    copies no attrs: the op gets the defaults (empty op_callstack, op_namescope "")."""
+    return [fresh_op("assign", {"X": out_grads(fwd, "Out")}, {"Out": fwd.grads_of(fwd.input("X"))})]
 
 
 def _samples_unary(rng: np.random.Generator, **attrs):
@@ -264,8 +264,9 @@ def _increment_grad(fwd: FwdOp) -> list[GradOp]:
     """Paddle's "grad" of increment undoes it: increment X=Out -> Out=X with -step.
     It reads and writes forward vars only (no @GRAD), to restore loop counters."""
     step = float(fwd.attr("step", 1.0))
-    return [GradOp("increment", {"X": list(fwd.output("Out"))}, {"Out": list(fwd.input("X"))},
-                   fwd.attrs_desc, {"step": attr_override(fwd, "step", -step)})]
+    # IncrementGradOpMaker sets only `step`: no forward attrs are copied.
+    return [fresh_op("increment", {"X": list(fwd.output("Out"))}, {"Out": list(fwd.input("X"))},
+                     {"step": attr_override(fwd, "step", -step)})]
 
 
 register(OpDef(type="increment", inputs=("X",), outputs=("Out",), kernel=_increment, grad=_increment_grad,
