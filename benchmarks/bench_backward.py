@@ -58,7 +58,8 @@ def build_mlp(layers: int) -> bytes:
         h = t2.name
     loss = b.create_var("mean_0.tmp_0", [], "float32")
     b.append_op("reduce_mean", {"X": [h]}, {"Out": [loss]},
-                {"dim": [], "keep_dim": False, "reduce_all": True, "op_role": 0, "op_device": ""})
+                {"dim": [], "keep_dim": False, "reduce_all": True, "in_dtype": -1, "out_dtype": -1,
+                 "op_role": 0, "op_device": ""})
     return pybackward.dumps(prog)
 
 

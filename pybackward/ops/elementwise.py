@@ -15,11 +15,6 @@ def _pair(c: Call):
     return x, y, xb, yb
 
 
-def _full(g, x, y, c):
-    xb, yb = broadcast_pair(x, y, c.attr("axis", -1))
-    return np.broadcast_to(g, np.broadcast_shapes(xb.shape, yb.shape))
-
-
 def _samples(rng: np.random.Generator, positive_y: bool = False, distinct: bool = False):
     def y(shape):
         v = rng.standard_normal(shape)
@@ -42,10 +37,21 @@ def _samples(rng: np.random.Generator, positive_y: bool = False, distinct: bool 
     return out
 
 
-def _binary(name: str, fwd, dx, dy, grad_inputs=("X", "Y", "Out@GRAD"), **sample_kw):
+def _to_shape(g: np.ndarray, full: tuple, aligned: tuple, like: np.ndarray) -> np.ndarray:
+    """A full-size gradient summed back to an operand (its aligned shape, then its own)."""
+    if g.shape != full:
+        g = np.broadcast_to(g, full)
+    if aligned != full:
+        g = unbroadcast(g, aligned)
+    return g.reshape(like.shape).astype(like.dtype, copy=False)
+
+
+def _binary(name: str, fwd, dx, dy, grad_inputs=("X", "Y", "Out@GRAD"), uses_out: bool = False,
+            **sample_kw):
     """Declare `elementwise_<name>` with grad `elementwise_<name>_grad`.
 
-    dx/dy(x, y, out, g) give the full-size grads before unbroadcasting.
+    dx/dy(x, y, out, g) give the full-size grads before unbroadcasting; `out`
+    is only computed (or read) for ops whose rule uses it (`uses_out`).
     """
     def kernel(c: Call):
         _, _, xb, yb = _pair(c)
@@ -55,14 +61,13 @@ def _binary(name: str, fwd, dx, dy, grad_inputs=("X", "Y", "Out@GRAD"), **sample
     def grad_kernel(c: Call):
         x, y, xb, yb = _pair(c)
         g = c.x("Out@GRAD")
-        out = c.x("Out") if c.has("Out") else fwd(xb, yb)
-        gx = dx(xb, yb, out, g) if c.wants("X@GRAD") else None
-        gy = dy(xb, yb, out, g) if c.wants("Y@GRAD") else None
+        out = (c.x("Out") if c.has("Out") else fwd(xb, yb)) if uses_out else None
+        full = xb.shape if xb.shape == yb.shape else np.broadcast_shapes(xb.shape, yb.shape)
         res = {}
-        if gx is not None:
-            res["X@GRAD"] = unbroadcast(_full(gx, x, y, c), xb.shape).reshape(x.shape).astype(x.dtype, copy=False)
-        if gy is not None:
-            res["Y@GRAD"] = unbroadcast(_full(gy, x, y, c), yb.shape).reshape(y.shape).astype(y.dtype, copy=False)
+        if c.wants("X@GRAD"):
+            res["X@GRAD"] = _to_shape(dx(xb, yb, out, g), full, xb.shape, x)
+        if c.wants("Y@GRAD"):
+            res["Y@GRAD"] = _to_shape(dy(xb, yb, out, g), full, yb.shape, y)
         return res
 
     register(OpDef(
@@ -77,11 +82,11 @@ _binary("add", np.add, lambda x, y, o, g: g,      lambda x, y, o, g: g)
 _binary("sub", np.subtract, lambda x, y, o, g: g, lambda x, y, o, g: -g)
 _binary("mul", np.multiply, lambda x, y, o, g: g * y, lambda x, y, o, g: g * x)
 _binary("div", np.divide, lambda x, y, o, g: g / y, lambda x, y, o, g: -g * o / y,
-        grad_inputs=("X", "Y", "Out", "Out@GRAD"), positive_y=True)
+        grad_inputs=("X", "Y", "Out", "Out@GRAD"), uses_out=True, positive_y=True)
 _binary("max", np.maximum, lambda x, y, o, g: g * (x > y), lambda x, y, o, g: g * (x <= y), distinct=True)
 _binary("min", np.minimum, lambda x, y, o, g: g * (x < y), lambda x, y, o, g: g * (x >= y), distinct=True)
 _binary("pow", np.power, lambda x, y, o, g: g * y * np.power(x, y - 1),
-        lambda x, y, o, g: g * o * np.log(x), positive_y=True)
+        lambda x, y, o, g: g * o * np.log(x), uses_out=True, positive_y=True)
 # fmt: on
 
 

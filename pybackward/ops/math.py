@@ -7,6 +7,8 @@ default attrs, not the forward op's, with scale/bias/bias_after_scale set).
 """
 from __future__ import annotations
 
+import math as _math
+
 import numpy as np
 
 from .. import dtypes
@@ -35,7 +37,7 @@ XY_GRAD = (("X", "Y", "Out@GRAD"), ("X@GRAD", "Y@GRAD"))
 # mul: X and Y flattened to matrices at x_num_col_dims / y_num_col_dims
 # --------------------------------------------------------------------------
 def _flat2(a: np.ndarray, k: int) -> np.ndarray:
-    return a.reshape(int(np.prod(a.shape[:k], dtype=np.int64)), -1)
+    return a.reshape(_math.prod(a.shape[:k]), -1)
 
 
 def _mul(c: Call):
