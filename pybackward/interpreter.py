@@ -241,7 +241,7 @@ class Executor:
             if b is not None:
                 depth[n] = k
         return _Step(index, op.type, opdef.kernel, ins, outs, tuple(out_items), attrs, in_names,
-                     bool(getattr(opdef.kernel, "allow_missing_inputs", False)),
+                     opdef.allow_missing_inputs,
                      frozenset(arrays), frozenset(local), depth)
 
     # -- run ---------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from .. import attrs as _attrs
 from .._proto import framework_pb2 as pb
+from ..errors import PyBackwardError, where
 from ..ops import registry
 from ..ops.registry import GradOp
 from ..program import OP_ROLE_ATTR, Block, Operator
@@ -221,12 +222,13 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
         if grad_ins and not any(exists(n) or n in loop_vars for n in grad_ins):
             remove.append(i)
             continue
-        if op.type == "sum":
-            kept = [n for n in ins if exists(n)]
-            if not kept:
-                raise AssertionError("After remove invalid variables, sum op have no inputs.")
-            op.set_input("X", kept)
         opdef = registry.find(op.type)
+        for slot in (opdef.trims_missing_inputs if opdef is not None else ()):
+            kept = [n for n in op.input(slot) if exists(n)]
+            if not kept:
+                raise PyBackwardError(f"{where(program.source, block.idx, i, op.type)}: after dropping "
+                                      f"the gradients no op produced, slot '{slot}' is empty")
+            op.set_input(slot, kept)
         sets_lod = opdef is None or opdef.sets_lod_level
         for name in op.output_arg_names:
             if name == EMPTY_VAR_NAME:
@@ -242,7 +244,7 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
                 desc = created.get(name) or find_var_desc(block, name, pending)
                 if desc is not None:
                     _set_lod_level(desc)
-        for in_slot, out_slot in getattr(opdef, "sync_type_slots", ()):
+        for in_slot, out_slot in (opdef.sync_type_slots if opdef is not None else ()):
             _sync_empty_var(block, op, in_slot, out_slot, created, pending)
     for i in reversed(remove):
         del block.desc.ops[i]

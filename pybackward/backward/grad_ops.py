@@ -73,7 +73,7 @@ def _grad_to_var(op: Operator, grads: list[GradOp]) -> dict[str, str]:
     fwd_args = set(op.input_arg_names) | set(op.output_arg_names)
     out: dict[str, str] = {}
     for g in grads:
-        explicit = getattr(g, "grad_to_var", None)
+        explicit = g.grad_to_var
         if explicit is not None:
             out.update(explicit)
             continue

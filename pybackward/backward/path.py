@@ -14,8 +14,6 @@ from ..ops import registry
 from ..program import Block, Operator, Program, Variable
 from .names import grad_name
 
-#: Op types whose sub-block gets its own path (Paddle: conditional_block, while).
-_PATH_SUB_BLOCK_OPS = ("conditional_block", "while")
 
 
 def stop_gradient_names(program: Program) -> dict[int, set[str]]:
@@ -128,15 +126,18 @@ def _checked_sub_block(block: Block, op: Operator, op_index: int, sub: int) -> B
 
 def sub_block_path(sub_block: Block, owner: Operator, no_grad: set[str],
                    sub_paths: dict[int, list[Operator]], targets: set[str]) -> list[Operator]:
-    """The path inside a conditional_block / while body; all ops for other owners."""
-    if owner.type not in _PATH_SUB_BLOCK_OPS:
+    """The path inside a sub-block, as the owner's OpDef declares (`sub_block_path`):
+    found from the owner's outputs for a branch or a loop; every op otherwise."""
+    opdef = registry.find(owner.type)
+    kind = opdef.sub_block_path if opdef is not None else None
+    if kind is None:
         return list(sub_block.ops)
     wanted = [sub_block.var(n) for n in targets]
     for n in targets:
         for op in sub_block.ops:
             if n in op.output_arg_names:
                 wanted.extend(sub_block.var(m) for m in op.input_arg_names)
-    return find_op_path(sub_block, wanted, [], no_grad, sub_paths, is_while=owner.type == "while")
+    return find_op_path(sub_block, wanted, [], no_grad, sub_paths, is_while=kind == "loop")
 
 
 def unused_outputs(block: Block, path: list[Operator], targets: list[Variable],

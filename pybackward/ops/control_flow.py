@@ -615,35 +615,32 @@ def _lod_array_length(c: Call):
     return {"Out": np.array([n], dtype=np.int64)}
 
 
-# Kernels whose inputs may be missing (uninitialised in Paddle): they read by name.
-for _k in (_conditional_block, _conditional_block_grad, _while, _while_grad, _select_input,
-           _read_from_array):
-    _k.allow_missing_inputs = True
-
-
 # --------------------------------------------------------------------------
 # Registration
 # --------------------------------------------------------------------------
 register(OpDef(type="conditional_block", inputs=("Cond", "Input"), outputs=("Out", "Scope"),
-               kernel=_conditional_block, grad=_conditional_block_grad_maker,
+               kernel=_conditional_block, grad=_conditional_block_grad_maker, sub_block_path="branch",
+               allow_missing_inputs=True,
                attrs_handled=("sub_block", "is_scalar_condition"),
                doc="run sub_block in a child scope when Cond holds (scalar) / every Input is non-empty"))
-_cbg = register(OpDef(type="conditional_block_grad", inputs=("Cond", "Input", "Out", "Out@GRAD", "Scope"),
-                      outputs=("Input@GRAD",), kernel=_conditional_block_grad, grad_of="conditional_block",
-                      sets_lod_level=False, attrs_handled=("sub_block", "is_scalar_condition"),
-                      doc="run the grad block in the forward scope; Input@GRAD from it (zeros if not run)"))
-#: Its compile-time var-type inference syncs Input@GRAD[i] with Input[i]
-#: (ConditionalBlockGradInferVarType), which declares a var named @EMPTY@
-#: when a gradient is not wanted; the emitter reproduces that (emit.py).
-_cbg.sync_type_slots = (("Input", "Input@GRAD"),)
+# Its compile-time var-type inference syncs Input@GRAD[i] with Input[i]
+# (ConditionalBlockGradInferVarType), which declares a var named @EMPTY@
+# when a gradient is not wanted; the emitter reproduces that (emit.py).
+register(OpDef(type="conditional_block_grad", inputs=("Cond", "Input", "Out", "Out@GRAD", "Scope"),
+               outputs=("Input@GRAD",), kernel=_conditional_block_grad, grad_of="conditional_block",
+               sets_lod_level=False, sync_type_slots=(("Input", "Input@GRAD"),), allow_missing_inputs=True,
+               attrs_handled=("sub_block", "is_scalar_condition"),
+               doc="run the grad block in the forward scope; Input@GRAD from it (zeros if not run)"))
 register(OpDef(type="while", inputs=("X", "Condition"), outputs=("Out", "StepScopes"),
-               kernel=_while, grad=_while_grad_maker, attrs_handled=("sub_block", "is_test"),
+               kernel=_while, grad=_while_grad_maker, sub_block_path="loop", allow_missing_inputs=True,
+               attrs_handled=("sub_block", "is_test"),
                doc="run sub_block while Condition holds, one step scope per iteration"))
 register(OpDef(type="while_grad", inputs=("X", "Out", "Out@GRAD", "StepScopes"), outputs=("X@GRAD",),
-               kernel=_while_grad, grad_of="while", sets_lod_level=False,
+               kernel=_while_grad, grad_of="while", sets_lod_level=False, allow_missing_inputs=True,
                attrs_handled=("sub_block", "original_output_grad"),
                doc="run the grad block over the step scopes in reverse, summing parameter grads"))
 register(OpDef(type="select_input", inputs=("X", "Mask"), outputs=("Out",), kernel=_select_input,
+               allow_missing_inputs=True,
                grad=_select_input_grad_maker, sets_lod_level=False,
                samples=lambda rng: [Sample({"X": [rng.standard_normal((2, 3)), rng.standard_normal((2, 3))],
                                             "Mask": [np.array([1], dtype=np.int32)]}, wrt=("X",))],
@@ -653,6 +650,7 @@ register(OpDef(type="select_output", inputs=("X", "Mask"), outputs=("Out",), ker
 register(OpDef(type="write_to_array", inputs=("X", "I"), outputs=("Out",), kernel=_write_to_array,
                grad=_write_to_array_grad_maker, doc="Out[I] = X (Out: a tensor array)"))
 register(OpDef(type="read_from_array", inputs=("X", "I", "X_W"), outputs=("Out",), kernel=_read_from_array,
+               allow_missing_inputs=True,
                grad=_read_from_array_grad_maker,
                doc="Out = X[I] (zeros like X_W past the end, as write_to_array's grad)"))
 register(OpDef(type="lod_array_length", inputs=("X",), outputs=("Out",), kernel=_lod_array_length,

@@ -281,6 +281,7 @@ def _sum_grad_maker(fwd: FwdOp) -> list[GradOp]:
 
 
 register(OpDef(type="sum", inputs=("X",), outputs=("Out",), kernel=_sum, grad=_sum_grad_maker,
+               trims_missing_inputs=("X",),
                samples=lambda rng: [Sample({"X": [rng.standard_normal((3, 4)) for _ in range(3)]}, note="3 inputs"),
                                     Sample({"X": [rng.standard_normal((2,))]}, note="1 input")],
                doc="Out = X[0] + X[1] + ...; grad: one `scale` op per input"))

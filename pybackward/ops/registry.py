@@ -94,6 +94,9 @@ class GradOp:
     base_attrs: Sequence[Any] = ()           # pb.OpDesc.Attr messages to copy, in order
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)  # name -> value or (value, AttrType)
     fresh: bool = False                      # created from nothing: fill Paddle's defaults
+    #: grad name -> forward name, when the maker knows better than the names
+    #: (Paddle records grads for while_grad that it then replaces by @EMPTY@).
+    grad_to_var: dict[str, str] | None = None
 
     def input_args(self) -> Iterable[str]:
         for args in self.inputs.values():
@@ -246,6 +249,21 @@ class OpDef:
     #: fill_constant, do not). It only shapes the bytes of the VarDescs the
     #: gradient pass creates, so they match Paddle's exactly.
     sets_lod_level: bool = True
+    #: How the gradient pass finds the op path inside this op's sub-block:
+    #: "branch" (conditional_block: from the outputs it writes), "loop"
+    #: (while: ops writing loop-carried values join the path too), or None
+    #: (every op of the sub-block, Paddle's rule for other sub-block ops).
+    sub_block_path: str | None = None
+    #: Input slots whose arguments no earlier op produced are dropped when the
+    #: grad vars are created (sum: only the partial gradients that exist are
+    #: added, as Paddle's _append_backward_vars_ does).
+    trims_missing_inputs: tuple[str, ...] = ()
+    #: (input slot, output slot) pairs whose var types Paddle's var-type
+    #: inference syncs (conditional_block_grad: Input@GRAD[i] like Input[i]).
+    sync_type_slots: tuple[tuple[str, str], ...] = ()
+    #: The kernel accepts inputs with no value (None is passed): control-flow
+    #: ops, whose inputs Paddle may leave uninitialised.
+    allow_missing_inputs: bool = False
 
     @property
     def has_grad(self) -> bool:
