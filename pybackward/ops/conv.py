@@ -56,14 +56,20 @@ def _from_nchw(x: np.ndarray, layout: str) -> np.ndarray:
     return x.transpose(0, 2, 3, 1) if layout == "NHWC" else x
 
 
+def four_paddings(c: Call) -> list[int]:
+    """The `paddings` attr as [top, bottom, left, right] (2 values mean symmetric)."""
+    p = [int(t) for t in c.attr("paddings", [0, 0])]
+    if len(p) == 2:
+        return [p[0], p[0], p[1], p[1]]
+    if len(p) != 4:
+        raise c.unsupported("paddings", p, "expected 2 or 4 values")
+    return p
+
+
 def update_padding(c: Call, in_hw, k_hw, strides, dilations=None):
     """Paddle's UpdatePaddingAndDilation: 4 paddings [top, bottom, left, right]
     and the dilations actually used."""
-    p = [int(t) for t in c.attr("paddings", [0, 0])]
-    if len(p) == 2:
-        p = [p[0], p[0], p[1], p[1]]
-    elif len(p) != 4:
-        raise c.unsupported("paddings", p, "expected 2 or 4 values")
+    p = four_paddings(c)
     algo = c.attr("padding_algorithm", "EXPLICIT")
     dil = list(dilations) if dilations is not None else [1, 1]
     if algo == "SAME":
@@ -265,12 +271,7 @@ for _t in ("conv2d", "depthwise_conv2d"):
 # conv2d_transpose
 # --------------------------------------------------------------------------
 def _transpose_geometry(c: Call, x_nchw, w):
-    s = _pair(c, "strides", [1, 1])
-    d = _pair(c, "dilations", [1, 1])
-    if min(s) < 1 or min(d) < 1:
-        raise c.unsupported("strides/dilations", (s, d), "must be positive")
-    p, d = update_padding(c, x_nchw.shape[2:], w.shape[2:], s, d)
-    groups = int(c.attr("groups", 1))
+    p, s, d, groups = _conv_geometry(c, x_nchw, w)
     if groups < 1 or x_nchw.shape[1] != w.shape[0] or w.shape[0] % groups:
         raise ValueError(f"conv2d_transpose: input channels {x_nchw.shape[1]}, filter {tuple(w.shape)} "
                          f"and groups={groups} do not fit")

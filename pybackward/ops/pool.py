@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .conv import four_paddings
 from .registry import Call, GradSpec, OpDef, Sample, register
 
 _FLT_MAX = float(np.finfo(np.float32).max)
@@ -71,11 +72,7 @@ class _Windows:
         ceil_mode = bool(c.attr("ceil_mode", False))
         if global_pooling:
             ksize = list(in_hw)
-        p = [int(t) for t in c.attr("paddings", [0, 0])]
-        if len(p) == 2:
-            p = [p[0], p[0], p[1], p[1]]
-        elif len(p) != 4:
-            raise c.unsupported("paddings", p, "expected 2 or 4 values")
+        p = four_paddings(c)
         algo = c.attr("padding_algorithm", "EXPLICIT")
         if algo == "SAME":
             for i in range(2):
