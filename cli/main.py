@@ -254,6 +254,19 @@ def check(program, loss, wrt, eps, rtol, atol, max_elements, directions, as_json
         raise pybackward.CheckFailedError(f"gradient check failed for {', '.join(bad)}")
 
 
+def _load_command_modules() -> None:
+    """Commands kept in their own modules (cli/cmd_*.py) register themselves on import."""
+    import importlib
+    import pkgutil
+    from pathlib import Path
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if info.name.startswith("cmd_"):
+            importlib.import_module(f"{__package__}.{info.name}")
+
+
+_load_command_modules()
+
+
 def main() -> None:
     cli(prog_name="pybackward")
 
