@@ -81,7 +81,26 @@ def loads(data: bytes, source: str | None = None, check_vars: bool = True, text:
         raise ProgramFileError(f"{label}: empty file")
     with paused_gc():
         validate(desc, label, check_vars=check_vars)
-        return Program(desc, source=source)
+        program = Program(desc, source=source)
+        check_op_structure(program)
+        return program
+
+
+def check_op_structure(program: Program) -> None:
+    """Run the structural rules the registry declares per op type (`OpDef.structure_check`)."""
+    from .ops import registry
+    checks: dict[str, object] = {}
+    for b in program.blocks:
+        for op in b.ops:
+            check = checks.get(op.type, _UNSEEN)
+            if check is _UNSEEN:
+                opdef = registry.find(op.type)
+                check = checks[op.type] = opdef.structure_check if opdef is not None else None
+            if check is not None:
+                check(op)
+
+
+_UNSEEN = object()
 
 
 def _one_line(e: Exception) -> str:

@@ -631,7 +631,34 @@ register(OpDef(type="conditional_block_grad", inputs=("Cond", "Input", "Out", "O
                sets_lod_level=False, sync_type_slots=(("Input", "Input@GRAD"),), allow_missing_inputs=True,
                attrs_handled=("sub_block", "is_scalar_condition"),
                doc="run the grad block in the forward scope; Input@GRAD from it (zeros if not run)"))
+def _check_while(op) -> None:
+    """A while whose body (or a block nested in it) never writes Condition never ends."""
+    from ..errors import ProgramFileError, where
+    cond = op.input("Condition")
+    sub = op.sub_block
+    if len(cond) != 1 or sub is None:
+        return
+    program = op.block.program
+    if not 0 < sub < len(program.blocks):
+        return  # reported by validation
+    todo, seen = [sub], set()
+    while todo:
+        b = program.blocks[todo.pop()]
+        if b.idx in seen:
+            continue
+        seen.add(b.idx)
+        for inner in b.ops:
+            if cond[0] in inner.output_arg_names:
+                return
+            if inner.sub_block is not None and 0 < inner.sub_block < len(program.blocks):
+                todo.append(inner.sub_block)
+    idx = next(i for i, o in enumerate(op.block.ops) if o.desc is op.desc)
+    raise ProgramFileError(f"{where(program.source, op.block.idx, idx, op.type, cond[0])}: the loop body "
+                           f"(block {sub}) never writes its Condition, so the loop could never end")
+
+
 register(OpDef(type="while", inputs=("X", "Condition"), outputs=("Out", "StepScopes"),
+               structure_check=_check_while,
                kernel=_while, grad=_while_grad_maker, sub_block_path="loop", allow_missing_inputs=True,
                attrs_handled=("sub_block", "is_test"),
                doc="run sub_block while Condition holds, one step scope per iteration"))

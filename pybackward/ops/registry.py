@@ -264,6 +264,10 @@ class OpDef:
     #: The kernel accepts inputs with no value (None is passed): control-flow
     #: ops, whose inputs Paddle may leave uninitialised.
     allow_missing_inputs: bool = False
+    #: A structural rule for ops of this type, checked when a program is
+    #: loaded: `check(op)` raises ProgramFileError naming block, op and var
+    #: (e.g. a while whose body never writes its Condition).
+    structure_check: Callable[[Any], None] | None = None
 
     @property
     def has_grad(self) -> bool:

@@ -1,0 +1,89 @@
+"""Interpreter behaviour beyond the golden values: errors, dtypes, scopes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pybackward
+from conftest import PROGRAMS
+from pybackward._proto import framework_pb2 as pb
+from pybackward.errors import ExecutionError, ProgramFileError
+from pybackward.interpreter import Executor, Scope
+
+FIT = PROGRAMS / "fit_a_line"
+
+
+def _scope() -> Scope:
+    s = Scope()
+    for k, v in np.load(FIT / "params.npz").items():
+        s.set(k, v)
+    return s
+
+
+def test_feed_of_wrong_shape_or_dtype_is_a_clear_error():
+    prog = pybackward.load(FIT / "forward.pb")
+    y = np.zeros((4, 1), np.float32)
+    with pytest.raises(ExecutionError, match=r"var 'x': feed has shape \[4, 12\], the variable is declared \[-1, 13\]"):
+        Executor().run(prog, feed={"x": np.zeros((4, 12), np.float32), "y": y}, scope=_scope())
+    with pytest.raises(ExecutionError, match="var 'x': feed has dtype int64, the variable is float32"):
+        Executor().run(prog, feed={"x": np.zeros((4, 13), np.int64), "y": y}, scope=_scope())
+    with pytest.raises(ExecutionError, match="var 'nope': fed, but the program declares no such variable"):
+        Executor().run(prog, feed={"nope": y}, scope=_scope())
+
+
+def test_float64_feed_into_float32_var_is_cast_and_dtypes_are_kept():
+    prog = pybackward.load(FIT / "backward.pb")
+    feeds = dict(np.load(FIT / "feeds.npz"))
+    feeds["x"] = feeds["x"].astype(np.float64)
+    loss, gw = Executor().run(prog, feed=feeds, fetch_list=["mean_0.tmp_0", "fc_0.w_0@GRAD"], scope=_scope())
+    assert loss.dtype == np.float32 and loss.shape == () and gw.dtype == np.float32
+
+
+def test_check_nan_names_the_first_op_that_produced_one():
+    prog = pybackward.load(FIT / "forward.pb")
+    feeds = dict(np.load(FIT / "feeds.npz"))
+    feeds["x"] = feeds["x"].copy()
+    feeds["x"][0, 0] = np.inf
+    scope = _scope()
+    (loss,) = Executor().run(prog, feed=feeds, fetch_list=["mean_0.tmp_0"], scope=scope)
+    assert not np.isfinite(loss)
+    with pytest.raises(ExecutionError, match=r"block 0, op 0 \(mul\), var 'fc_0.tmp_0': produced NaN or Inf"):
+        Executor(check_nan=True).run(prog, feed=feeds, fetch_list=["mean_0.tmp_0"], scope=_scope())
+
+
+def test_unknown_op_has_no_kernel_error_naming_it():
+    d = pb.ProgramDesc()
+    d.ParseFromString((FIT / "forward.pb").read_bytes())
+    d.blocks[0].ops[3].type = "dequantize"
+    prog = pybackward.loads(d.SerializeToString(), source="p.pb")
+    with pytest.raises(ExecutionError, match=r"p.pb: block 0, op 3 \(dequantize\): no kernel for op type "
+                                             r"'dequantize' \(\d+ op types have kernels"):
+        Executor().run(prog, feed=dict(np.load(FIT / "feeds.npz")), scope=_scope())
+
+
+def test_persistable_values_live_in_the_scope_across_runs():
+    startup = pybackward.load(FIT / "startup.pb")
+    scope = Scope()
+    Executor().run(startup, scope=scope)
+    assert set(np.load(FIT / "params.npz")) <= set(scope.vars)
+    prog = pybackward.load(FIT / "backward.pb")
+    Executor().run(prog, feed=dict(np.load(FIT / "feeds.npz")), fetch_list=["mean_0.tmp_0"], scope=scope)
+    assert "fc_0.tmp_0" not in scope.vars  # activations live in the run's own scope
+
+
+def test_while_whose_body_never_writes_its_condition_is_rejected():
+    d = pb.ProgramDesc()
+    d.ParseFromString((PROGRAMS / "while_loop" / "forward.pb").read_bytes())
+    wop = next(op for op in d.blocks[0].ops if op.type == "while")
+    cond = next(v for v in wop.inputs if v.parameter == "Condition").arguments[0]
+    sub = next(a.block_idx for a in wop.attrs if a.name == "sub_block")
+    for op in d.blocks[sub].ops:
+        for v in op.outputs:
+            for i, a in enumerate(v.arguments):
+                if a == cond:
+                    v.arguments[i] = "ghost_cond"
+    d.blocks[sub].vars.add().CopyFrom(next(v for v in d.blocks[0].vars if v.name == cond))
+    d.blocks[sub].vars[-1].name = "ghost_cond"
+    with pytest.raises(ProgramFileError, match=rf"w.pb: block 0, op \d+ \(while\), var '{cond}': the loop body "
+                                               rf"\(block {sub}\) never writes its Condition"):
+        pybackward.loads(d.SerializeToString(), source="w.pb")
