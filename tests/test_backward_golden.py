@@ -26,7 +26,6 @@ DUPLICATE_ATTRS_IN_FILE = {"transformer_encoder", "detection_head"}
 
 #: What pybackward cannot do yet. Strict: the test fails the day it works.
 NOT_YET = {
-    ("two_gradients_calls", "second"): "double-grad ops (elementwise_mul_grad_grad) not registered yet",
 }
 
 

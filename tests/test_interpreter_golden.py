@@ -17,7 +17,6 @@ from pybackward.interpreter import Executor, Scope
 
 #: Variants whose programs the interpreter cannot run yet, with the reason.
 NOT_YET = {
-    ("two_gradients_calls", "second"): "double-grad kernels not registered yet",
 }
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pybackward.ops import opcheck, registry
+from pybackward.ops.registry import Sample
 
 OPS = registry.all_ops()
 
@@ -58,3 +59,40 @@ def test_every_differentiable_op_has_samples():
 def test_every_grad_op_type_has_a_kernel():
     missing = [t for t, d in OPS.items() if d.grad_of is not None and d.kernel is None]
     assert not missing, f"grad op types without a kernel: {missing}"
+
+
+def _double_grad_cases():
+    """Grad ops that have a grad themselves, with samples derived from their forward op's."""
+    for op_type, opdef in OPS.items():
+        if opdef.grad_of is None or opdef.grad is None:
+            continue
+        fwd = OPS[opdef.grad_of]
+        if fwd.samples is None:
+            continue
+        for i, _ in enumerate(fwd.samples(np.random.default_rng(1234))):
+            yield pytest.param(op_type, i, id=f"{op_type}-{i}")
+
+
+@pytest.mark.parametrize("op_type,index", list(_double_grad_cases()))
+def test_double_grad_kernel_matches_finite_differences(op_type, index):
+    """Treat the grad op as the forward op: its inputs are the forward op's
+    inputs and outputs plus a random Out@GRAD; its own grad op is checked by
+    finite differences of its outputs."""
+    gdef = OPS[op_type]
+    fdef = OPS[gdef.grad_of]
+    sample = fdef.samples(np.random.default_rng(1234))[index]
+    rng = np.random.default_rng(7)
+    out_names = {s: [f"{s.lower()}0"] for s in fdef.outputs}
+    fwd_out = opcheck.run_kernel(fdef.type, sample.inputs, sample.attrs, out_names)
+    ins = dict(sample.inputs)
+    for s in fdef.outputs:
+        if s in gdef.inputs:
+            ins[s] = fwd_out[s]
+        if f"{s}@GRAD" in gdef.inputs:
+            ins[f"{s}@GRAD"] = [rng.standard_normal(np.shape(a)) for a in fwd_out[s]]
+    grad_sample = Sample(ins, dict(sample.attrs), {s: 1 for s in gdef.outputs})
+    results = opcheck.check_op_grad(gdef, grad_sample)
+    assert results, f"{op_type}: nothing was checked"
+    bad = [r for r in results if not r.ok]
+    assert not bad, f"{op_type} sample {index}: " + ", ".join(
+        f"{r.var} max abs err {r.max_abs:.3g}, rel {r.max_rel:.3g}" for r in bad)

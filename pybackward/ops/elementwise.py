@@ -47,7 +47,7 @@ def _to_shape(g: np.ndarray, full: tuple, aligned: tuple, like: np.ndarray) -> n
 
 
 def _binary(name: str, fwd, dx, dy, grad_inputs=("X", "Y", "Out@GRAD"), uses_out: bool = False,
-            **sample_kw):
+            grad_grad: GradSpec | None = None, **sample_kw):
     """Declare `elementwise_<name>` with grad `elementwise_<name>_grad`.
 
     dx/dy(x, y, out, g) give the full-size grads before unbroadcasting; `out`
@@ -72,15 +72,46 @@ def _binary(name: str, fwd, dx, dy, grad_inputs=("X", "Y", "Out@GRAD"), uses_out
 
     register(OpDef(
         type=f"elementwise_{name}", **XY_OUT, kernel=kernel,
-        grad=GradSpec(f"elementwise_{name}_grad", grad_inputs, ("X@GRAD", "Y@GRAD"), kernel=grad_kernel),
+        grad=GradSpec(f"elementwise_{name}_grad", grad_inputs, ("X@GRAD", "Y@GRAD"), kernel=grad_kernel,
+                      grad=grad_grad),
         samples=lambda rng: _samples(rng, **sample_kw),
         doc=f"Out = X {name} Y, Y broadcast to X at `axis`"))
 
 
+def _mul_grad_grad(c: Call):
+    """Second order of Out = X * Y: given DDX, DDY (the gradients flowing into
+    X@GRAD, Y@GRAD) and DOut, DDOut = DDX*Y + X*DDY, dX = DDY*DOut, dY = DDX*DOut."""
+    x, y, dout = c.x("X"), c.x("Y"), c.x("DOut")
+    axis = c.attr("axis", -1)
+    xb, yb = broadcast_pair(x, y, axis)
+    full = np.broadcast_shapes(xb.shape, yb.shape)
+    ddx = broadcast_pair(c.x("DDX"), y, axis)[0] if c.has("DDX") else None
+    ddy = broadcast_pair(x, c.x("DDY"), axis)[1] if c.has("DDY") else None
+    res = {}
+    if c.wants("DDOut"):
+        dd = np.zeros(full, dtype=np.result_type(x, y))
+        if ddx is not None:
+            dd = dd + ddx * yb
+        if ddy is not None:
+            dd = dd + xb * ddy
+        res["DDOut"] = dd.astype(dout.dtype, copy=False)
+    if c.wants("X@GRAD"):
+        res["X@GRAD"] = _to_shape(ddy * dout if ddy is not None else np.zeros(full), full, xb.shape, x)
+    if c.wants("Y@GRAD"):
+        res["Y@GRAD"] = _to_shape(ddx * dout if ddx is not None else np.zeros(full), full, yb.shape, y)
+    return res
+
+
+_MUL_GRAD_GRAD = GradSpec(
+    "elementwise_mul_grad_grad",
+    ("DDX=X@GRAD@GRAD", "DDY=Y@GRAD@GRAD", "DOut=Out@GRAD", "X", "Y"),
+    ("DDOut=Out@GRAD@GRAD", "X@GRAD", "Y@GRAD"), kernel=_mul_grad_grad)
+
 # fmt: off
 _binary("add", np.add, lambda x, y, o, g: g,      lambda x, y, o, g: g)
 _binary("sub", np.subtract, lambda x, y, o, g: g, lambda x, y, o, g: -g)
-_binary("mul", np.multiply, lambda x, y, o, g: g * y, lambda x, y, o, g: g * x)
+_binary("mul", np.multiply, lambda x, y, o, g: g * y, lambda x, y, o, g: g * x,
+        grad_grad=_MUL_GRAD_GRAD)
 _binary("div", np.divide, lambda x, y, o, g: g / y, lambda x, y, o, g: -g * o / y,
         grad_inputs=("X", "Y", "Out", "Out@GRAD"), uses_out=True, positive_y=True)
 _binary("max", np.maximum, lambda x, y, o, g: g * (x > y), lambda x, y, o, g: g * (x <= y), distinct=True)

@@ -130,6 +130,11 @@ class GradSpec:
     listed never get one (integer ids, labels, indices). A gradient in the
     no-grad set is dropped from its slot, or kept as `@EMPTY@` when
     `keep_empty` (ops that need positions to line up).
+
+    An entry may rename its slot: `"DDX=X@GRAD@GRAD"` fills slot DDX from the
+    gradients of the forward op's output slot `X@GRAD` - the form double-grad
+    ops take (their "forward op" is a grad op). A source that is itself a slot
+    of the forward op is copied; otherwise `S@GRAD` means the gradients of S.
     """
 
     type: str
@@ -145,7 +150,17 @@ class GradSpec:
 
     @property
     def differentiable_inputs(self) -> tuple[str, ...]:
-        return tuple(o[: -len(GRAD_SUFFIX)] for o in self.outputs)
+        return tuple(_source(o)[: -len(GRAD_SUFFIX)] for o in self.outputs)
+
+
+def _split(entry: str) -> tuple[str, str]:
+    """"Slot=Source" -> (Slot, Source); "Source" -> (Source, Source)."""
+    slot, sep, src = entry.partition("=")
+    return (slot, src) if sep else (entry, entry)
+
+
+def _source(entry: str) -> str:
+    return _split(entry)[1]
 
 
 class FwdOp:
@@ -196,19 +211,19 @@ def make_grad_ops(spec: GradSpec, fwd: FwdOp) -> list[GradOp]:
     """Build the grad op a GradSpec declares, as Paddle's makers do."""
     ins: dict[str, list[str]] = {}
     for entry in spec.inputs:
-        if entry.endswith(GRAD_SUFFIX):
-            slot = entry[: -len(GRAD_SUFFIX)]
-            if slot in fwd.outputs:
-                ins[entry] = [n + GRAD_SUFFIX for n in fwd.outputs[slot]]
-        elif entry in fwd.inputs:
-            ins[entry] = list(fwd.inputs[entry])
-        elif entry in fwd.outputs:
-            ins[entry] = list(fwd.outputs[entry])
+        slot, src = _split(entry)
+        if src in fwd.inputs:
+            ins[slot] = list(fwd.inputs[src])
+        elif src in fwd.outputs:
+            ins[slot] = list(fwd.outputs[src])
+        elif src.endswith(GRAD_SUFFIX) and src[: -len(GRAD_SUFFIX)] in fwd.outputs:
+            ins[slot] = [n + GRAD_SUFFIX for n in fwd.outputs[src[: -len(GRAD_SUFFIX)]]]
     outs: dict[str, list[str]] = {}
     for entry in spec.outputs:
-        slot = entry[: -len(GRAD_SUFFIX)]
-        if slot in fwd.inputs:
-            outs[entry] = fwd.grads_of(fwd.inputs[slot], spec.keep_empty)
+        slot, src = _split(entry)
+        fwd_slot = src[: -len(GRAD_SUFFIX)]
+        if fwd_slot in fwd.inputs:
+            outs[slot] = fwd.grads_of(fwd.inputs[fwd_slot], spec.keep_empty)
     return [GradOp(spec.type, ins, outs, fwd.attrs_desc, dict(spec.attrs))]
 
 
@@ -296,16 +311,17 @@ def register(op: OpDef) -> OpDef:
     if op.type in _REGISTRY:
         raise ValueError(f"op type {op.type!r} registered twice")
     _REGISTRY[op.type] = op
-    spec = op.grad
+    spec, of = op.grad, op.type
     while isinstance(spec, GradSpec):
         if spec.type not in _REGISTRY:
             _REGISTRY[spec.type] = OpDef(
-                type=spec.type, inputs=spec.inputs, outputs=spec.outputs,
-                kernel=spec.kernel, grad=spec.grad, grad_of=op.type,
+                type=spec.type, inputs=tuple(_split(e)[0] for e in spec.inputs),
+                outputs=tuple(_split(e)[0] for e in spec.outputs),
+                kernel=spec.kernel, grad=spec.grad, grad_of=of,
                 sets_lod_level=spec.sets_lod_level, doc=f"gradient of {op.type}")
         elif spec.kernel is not None and _REGISTRY[spec.type].kernel is None:
             _REGISTRY[spec.type].kernel = spec.kernel
-        spec = spec.grad
+        spec, of = spec.grad, spec.type
     return op
 
 
