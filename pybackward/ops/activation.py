@@ -73,7 +73,7 @@ def _note(attrs):
 # unary activations
 # --------------------------------------------------------------------------
 def _unary(name, fwd, dx, reads, attrs=(), gen=None, attrs_list=({},), ints=False, int_to_float=False,
-           doc=""):
+           doc="", grad_grad=None):
     """Declare `name` (X -> Out) and `name_grad` (reads + Out@GRAD -> X@GRAD).
 
     fwd(x, c) -> out; dx(c, x, out, g) -> X@GRAD, with x / out None when the
@@ -99,7 +99,8 @@ def _unary(name, fwd, dx, reads, attrs=(), gen=None, attrs_list=({},), ints=Fals
 
     register(OpDef(
         type=name, inputs=("X",), outputs=("Out",), kernel=kernel,
-        grad=GradSpec(f"{name}_grad", tuple(reads) + ("Out@GRAD",), ("X@GRAD",), kernel=grad_kernel),
+        grad=GradSpec(f"{name}_grad", tuple(reads) + ("Out@GRAD",), ("X@GRAD",), kernel=grad_kernel,
+                      grad=grad_grad),
         samples=_std_samples(gen or (lambda rng, s: _away(rng, s)), attrs_list),
         attrs_handled=attrs, doc=doc or f"Out = {name}(X)"))
 
@@ -175,9 +176,35 @@ _HSWISH_GEN = lambda rng, s: _away(rng, s, (-3.0, 3.0), -6.0, 6.0)  # noqa: E731
 _SOFTMAX_ATTRS = ({"axis": -1}, {"axis": 0}, {"axis": 1})
 
 # fmt: off
-_unary("relu", lambda x, c: np.maximum(x, 0), lambda c, x, o, g: g * (o > 0), ("Out",))
-_unary("sigmoid", lambda x, c: _sigmoid(x), lambda c, x, o, g: g * o * (1.0 - o), ("Out",))
-_unary("tanh", lambda x, c: np.tanh(x), lambda c, x, o, g: g * (1.0 - o * o), ("Out",))
+# --------------------------------------------------------------------------
+# Double grads (Paddle names their slots after backward.yaml: grad_x, grad_out)
+# --------------------------------------------------------------------------
+def _double(name: str, reads: tuple[str, ...], outs: tuple[str, ...], rule) -> GradSpec:
+    """`<name>_grad_grad`: `rule(c, ddx)` returns {slot: value} for the wanted outputs,
+    where ddx is the gradient flowing into the grad op's X@GRAD."""
+    def kernel(c: Call):
+        ddx = c.x("grad_x@GRAD")
+        like = c.x("Out") if c.has("Out") else c.x("X")
+        res = rule(c, ddx)
+        return {k: _arr(v, like) for k, v in res.items() if c.wants(k)}
+    return GradSpec(f"{name}_grad_grad", reads + ("grad_x@GRAD=X@GRAD@GRAD",),
+                    outs + ("grad_out@GRAD=Out@GRAD@GRAD",), kernel=kernel)
+
+
+_RELU_GG = _double("relu", ("Out",), (), lambda c, dd: {"grad_out@GRAD": dd * (c.x("Out") > 0)})
+_LEAKY_GG = _double("leaky_relu", ("X",), (), lambda c, dd: {
+    "grad_out@GRAD": np.where(c.x("X") >= 0, dd, c.attr("alpha", 0.02) * dd)})
+_TANH_GG = _double("tanh", ("Out", "grad_out=Out@GRAD"), ("Out@GRAD",), lambda c, dd: {
+    "grad_out@GRAD": dd * (1.0 - c.x("Out") ** 2), "Out@GRAD": -2.0 * c.x("Out") * c.x("grad_out") * dd})
+_SIGMOID_GG = _double("sigmoid", ("Out", "grad_out=Out@GRAD"), ("Out@GRAD",), lambda c, dd: {
+    "grad_out@GRAD": dd * c.x("Out") * (1.0 - c.x("Out")),
+    "Out@GRAD": dd * c.x("grad_out") * (1.0 - 2.0 * c.x("Out"))})
+_SQUARE_GG = _double("square", ("X", "grad_out=Out@GRAD"), ("X@GRAD",), lambda c, dd: {
+    "grad_out@GRAD": 2.0 * c.x("X") * dd, "X@GRAD": 2.0 * c.x("grad_out") * dd})
+
+_unary("relu", lambda x, c: np.maximum(x, 0), lambda c, x, o, g: g * (o > 0), ("Out",), grad_grad=_RELU_GG)
+_unary("sigmoid", lambda x, c: _sigmoid(x), lambda c, x, o, g: g * o * (1.0 - o), ("Out",), grad_grad=_SIGMOID_GG)
+_unary("tanh", lambda x, c: np.tanh(x), lambda c, x, o, g: g * (1.0 - o * o), ("Out",), grad_grad=_TANH_GG)
 _unary("exp", lambda x, c: np.exp(x), lambda c, x, o, g: g * o, ("Out",), int_to_float=True)
 _unary("sqrt", lambda x, c: np.sqrt(x), lambda c, x, o, g: g * 0.5 / o, ("Out",), gen=_pos)
 _unary("rsqrt", lambda x, c: 1.0 / np.sqrt(x), lambda c, x, o, g: -0.5 * g * o ** 3, ("Out",), gen=_pos)
@@ -186,11 +213,11 @@ _unary("reciprocal", lambda x, c: 1.0 / x, lambda c, x, o, g: -g * o * o, ("Out"
 _unary("relu6", lambda x, c: np.clip(x, 0, 6), lambda c, x, o, g: g * ((o > 0) & (o < 6)), ("Out",), gen=_RELU6_GEN,
        doc="Out = min(max(X, 0), 6); Paddle 3.3.1 ignores a `threshold` attr")
 _unary("log", lambda x, c: np.log(x), lambda c, x, o, g: g / x, ("X",), gen=_pos, int_to_float=True)
-_unary("square", lambda x, c: x * x, lambda c, x, o, g: 2.0 * g * x, ("X",), ints=True)
+_unary("square", lambda x, c: x * x, lambda c, x, o, g: 2.0 * g * x, ("X",), ints=True, grad_grad=_SQUARE_GG)
 _unary("abs", lambda x, c: np.abs(x), lambda c, x, o, g: g * np.sign(x), ("X",), ints=True)
 _unary("gelu", _gelu, _gelu_grad, ("X",), ("approximate",), attrs_list=({"approximate": False}, {"approximate": True}))
 _unary("leaky_relu", _leaky, lambda c, x, o, g: np.where(x >= 0, g, c.attr("alpha", 0.02) * g), ("X",), ("alpha",),
-       attrs_list=({}, {"alpha": 0.1}))
+       attrs_list=({}, {"alpha": 0.1}), grad_grad=_LEAKY_GG)
 _unary("swish", lambda x, c: x * _sigmoid(x), _silu_grad, ("X",),
        doc="Out = X * sigmoid(X); Paddle 3.3.1 ignores a `beta` attr")
 _unary("hard_swish", _hard_swish, _hard_swish_grad, ("X",), gen=_HSWISH_GEN,

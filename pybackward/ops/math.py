@@ -190,8 +190,41 @@ def _mm_samples(tx, ty, legacy=False):
     return samples
 
 
+def _matmul_v2_grad_grad(c: Call):
+    """Out = f(X, Y) is bilinear, so with DDX, DDY flowing into X@GRAD, Y@GRAD:
+    DDOut = f(DDX, Y) + f(X, DDY); X@GRAD = the X-grad of f(X, DDY) at cotangent
+    DOut; Y@GRAD = the Y-grad of f(DDX, Y) at cotangent DOut."""
+    x, y, dout = c.x("X"), c.x("Y"), c.x("grad_out")
+    ddx, ddy = c.x("grad_x@GRAD"), c.x("grad_y@GRAD")
+
+    def sub(slots: dict, want: tuple[str, ...]) -> dict:
+        outs = {k: ["_"] for k in want}
+        return _matmul_v2(Call(c.op_type, slots, c.attrs, outs)) if "Out" in want else \
+            _matmul_v2_grad(Call(c.op_type, slots, c.attrs, outs))
+    res = {}
+    if c.wants("grad_out@GRAD"):
+        dd = np.zeros_like(dout)
+        if ddx is not None:
+            dd = dd + sub({"X": [ddx], "Y": [y]}, ("Out",))["Out"]
+        if ddy is not None:
+            dd = dd + sub({"X": [x], "Y": [ddy]}, ("Out",))["Out"]
+        res["grad_out@GRAD"] = dd
+    if c.wants("X@GRAD"):
+        res["X@GRAD"] = (sub({"X": [x], "Y": [ddy], "Out@GRAD": [dout]}, ("X@GRAD",))["X@GRAD"]
+                         if ddy is not None else np.zeros_like(x))
+    if c.wants("Y@GRAD"):
+        res["Y@GRAD"] = (sub({"X": [ddx], "Y": [y], "Out@GRAD": [dout]}, ("Y@GRAD",))["Y@GRAD"]
+                         if ddx is not None else np.zeros_like(y))
+    return res
+
+
+_MATMUL_V2_GG = GradSpec(
+    "matmul_v2_grad_grad",
+    ("X", "Y", "grad_out=Out@GRAD", "grad_x@GRAD=X@GRAD@GRAD", "grad_y@GRAD=Y@GRAD@GRAD"),
+    ("X@GRAD", "Y@GRAD", "grad_out@GRAD=Out@GRAD@GRAD"), kernel=_matmul_v2_grad_grad)
+
 register(OpDef(type="matmul_v2", **XY, kernel=_matmul_v2,
-               grad=GradSpec("matmul_v2_grad", *XY_GRAD, kernel=_matmul_v2_grad),
+               grad=GradSpec("matmul_v2_grad", *XY_GRAD, kernel=_matmul_v2_grad, grad=_MATMUL_V2_GG),
                samples=_mm_samples("trans_x", "trans_y"), attrs_handled=("trans_x", "trans_y"),
                doc="Out = op(X) @ op(Y), NumPy matmul rules (1-D operands, batch broadcasting)"))
 register(OpDef(type="matmul", **XY, kernel=_matmul,
