@@ -40,16 +40,39 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("program", type=click.Path(dir_okay=False))
-@click.option("--block", "block", type=int, default=None, help="Show only this block.")
+@click.option("--block", "block", type=int, default=None, help="Show only this block (and its sub-blocks).")
 @click.option("--no-attrs", is_flag=True, help="Hide op attributes.")
 @click.option("--all-attrs", is_flag=True, help="Show every attr, op_callstack and the like included.")
 @click.option("--no-vars", is_flag=True, help="Hide variable declarations.")
+@click.option("--backward-only", is_flag=True,
+              help="Only the backward ops (op_role bit 1), and the vars they use.")
+@click.option("--forward-only", is_flag=True,
+              help="Only the forward ops (the loss op included; no backward or optimizer ops).")
+@click.option("--flat", is_flag=True, help="List block by block instead of nesting sub-blocks under their ops.")
+@click.option("--format", "fmt", type=click.Choice(["text", "pbtxt", "json"]), default="text", show_default=True,
+              help="text: Paddle-style listing; pbtxt: protobuf text format; json: blocks, vars and ops as data.")
 @handle_errors
-def show(program, block, no_attrs, all_attrs, no_vars):
-    """Print a readable listing of PROGRAM (binary or .pbtxt)."""
+def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_only, flat, fmt):
+    """Print a readable listing of PROGRAM (binary or .pbtxt).
+
+    Each op prints as `outputs = type(inputs) {attrs}` after its index and a
+    mark: B backward, L the loss op, O optimizer. Sub-blocks are listed,
+    indented, under the op that owns them.
+    """
+    import json
+    if backward_only and forward_only:
+        raise pybackward.ArgumentError("give --backward-only or --forward-only, not both")
+    section = "backward" if backward_only else "forward" if forward_only else None
     prog = pybackward.load(program)
-    click.echo(pybackward.text.program_to_text(prog, show_attrs=not no_attrs, all_attrs=all_attrs,
-                                               show_vars=not no_vars, block=block))
+    text = pybackward.text
+    if fmt == "pbtxt":
+        click.echo(text.program_to_pbtxt(prog, block=block, section=section), nl=False)
+    elif fmt == "json":
+        click.echo(json.dumps(text.program_to_dict(prog, show_attrs=not no_attrs, all_attrs=True,
+                                                   show_vars=not no_vars, block=block, section=section)))
+    else:
+        click.echo(text.program_to_text(prog, show_attrs=not no_attrs, all_attrs=all_attrs,
+                                        show_vars=not no_vars, block=block, section=section, nested=not flat))
 
 
 @cli.command()
@@ -61,91 +84,6 @@ def convert(src, dst):
     prog = pybackward.load(src)
     pybackward.save(prog, dst)
     click.echo(f"wrote {dst}")
-
-
-def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
-    """Write atomically to OUT (or over SRC with --in-place, keeping SRC~ until done)."""
-    import os
-    import shutil
-    if in_place:
-        if out:
-            raise pybackward.ArgumentError("give OUT or --in-place, not both")
-        backup = src + "~"
-        shutil.copy2(src, backup)
-        pybackward.save(prog, src)
-        os.unlink(backup)
-        return src
-    if not out:
-        raise pybackward.ArgumentError("missing OUT (or pass --in-place to overwrite the input)")
-    pybackward.save(prog, out)
-    return out
-
-
-@cli.command()
-@click.option("--loss", required=True, help="Name of the loss variable.")
-@click.option("--parameter", "parameters", multiple=True, help="Only return the grads of these parameters.")
-@click.option("--no-grad", "no_grad", multiple=True, help="A variable that gets no gradient (repeatable).")
-@click.option("--aggregation", type=click.Choice(["sum", "pairwise"]), default="sum",
-              help="How repeated gradients are added: one sum op (Paddle's default) or a grad_add chain.")
-@click.option("--json", "as_json", is_flag=True, help="Print the (param, grad) pairs as JSON.")
-@click.option("--in-place", is_flag=True, help="Overwrite IN (a backup IN~ is kept until the new file is complete).")
-@click.option("--run", "run_after", is_flag=True,
-              help="Run the result and print the loss and parameter gradients (with --params/--feeds; "
-                   "defaults: params.npz and feeds.npz beside IN).")
-@_run_options
-@click.argument("src", metavar="IN", type=click.Path(dir_okay=False))
-@click.argument("out", metavar="OUT", required=False, type=click.Path(dir_okay=False))
-@handle_errors
-def append(loss, parameters, no_grad, aggregation, as_json, in_place, run_after, startup, params,
-           feeds_npz, feed_items, check_nan, src, out):
-    """Append the backward section of --loss to IN and write OUT."""
-    import json
-    from pathlib import Path
-    prog = pybackward.load(src)
-    pairs = pybackward.append_backward(loss, parameter_list=list(parameters) or None,
-                                       no_grad_set=set(no_grad) or None, program=prog,
-                                       aggregation=aggregation)
-    written = _write_output(prog, out, in_place, src)
-    rows = [[p.name, g.name if g is not None else None] for p, g in pairs]
-    if as_json:
-        click.echo(json.dumps({"output": written, "params_grads": rows}))
-    else:
-        for p, g in rows:
-            click.echo(f"{p} -> {g}")
-        click.echo(f"wrote {written}", err=True)
-    if run_after:
-        here = Path(src).parent
-        if not params and not startup and (here / "params.npz").exists():
-            params = (str(here / "params.npz"),)
-        if not feeds_npz and not feed_items and (here / "feeds.npz").exists():
-            feeds_npz = (str(here / "feeds.npz"),)
-        p, f = _load_arrays(params, feeds_npz, feed_items)
-        _execute(prog, startup, p, f, [loss] + [g for _, g in rows if g], check_nan, None)
-
-
-@cli.command()
-@click.option("--target", "targets", multiple=True, required=True, help="A target variable (repeatable).")
-@click.option("--input", "inputs", multiple=True, required=True, help="A variable to differentiate with respect to.")
-@click.option("--target-grad", "target_grads", multiple=True, help="The gradient of each target (a variable name).")
-@click.option("--no-grad", "no_grad", multiple=True, help="A variable that gets no gradient (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print the gradient names as JSON.")
-@click.argument("src", metavar="IN", type=click.Path(dir_okay=False))
-@click.argument("out", metavar="OUT", type=click.Path(dir_okay=False))
-@handle_errors
-def gradients(targets, inputs, target_grads, no_grad, as_json, src, out):
-    """Append the gradients of --target w.r.t. --input to IN and write OUT."""
-    import json
-    prog = pybackward.load(src)
-    grads = pybackward.gradients(list(targets), list(inputs), list(target_grads) or None,
-                                 set(no_grad) or None, program=prog)
-    pybackward.save(prog, out)
-    rows = {x: (g.name if g is not None else None) for x, g in zip(inputs, grads)}
-    if as_json:
-        click.echo(json.dumps({"output": out, "gradients": rows}))
-    else:
-        for x, g in rows.items():
-            click.echo(f"{x} -> {g}")
-        click.echo(f"wrote {out}", err=True)
 
 
 @cli.command()
@@ -272,4 +210,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as `python -m pybackward_cli.main`: this module is `__main__`, and the
+    # cmd_* modules registered their commands on the package's own copy of it.
+    import importlib
+    importlib.import_module(f"{__package__ or 'pybackward_cli'}.main").main()

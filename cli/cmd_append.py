@@ -1,0 +1,264 @@
+"""`pybackward append` and `pybackward gradients`: one file, a batch of files
+(`--out-dir`), and the comparison with a golden program (`--expect`)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+import pybackward
+from pybackward.errors import PyBackwardError
+
+from .main import _one_line, cli, handle_errors
+from .running import execute, load_arrays, run_options
+
+
+def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
+    """Write atomically to OUT (or over SRC with --in-place, keeping SRC~ until done)."""
+    import shutil
+    if in_place:
+        if out:
+            raise pybackward.ArgumentError("give OUT or --in-place, not both")
+        backup = src + "~"
+        shutil.copy2(src, backup)
+        pybackward.save(prog, src)
+        os.unlink(backup)
+        return src
+    if not out:
+        raise pybackward.ArgumentError("missing OUT (or pass --in-place to overwrite the input)")
+    pybackward.save(prog, out)
+    return out
+
+
+def expect_options(fn):
+    fn = click.option("--update", is_flag=True,
+                      help="With --expect: rewrite the golden (binary, and its .pbtxt beside it) "
+                           "when it differs or is missing, and exit 0.")(fn)
+    fn = click.option("--expect", "expect", metavar="GOLDEN", type=click.Path(dir_okay=False),
+                      help="Compare the result with this golden program: print the differences and "
+                           "exit 1 when they differ (OUT is optional then).")(fn)
+    return fn
+
+
+def _compare_golden(prog, expect: str, update: bool, label: str, as_json: bool):
+    """Compare with the golden; print the diff (unless JSON). Returns the result
+    and the message of a failure (None when it passed)."""
+    from pybackward.diff import check_golden, golden_paths
+    res = check_golden(prog, expect, update=update, label=label)
+    _, text = golden_paths(expect)
+    if res.diff is not None and not res.diff.equal and not as_json:
+        click.echo(res.diff.to_text(color=True))
+    if res.updated:
+        click.echo(f"{'updated' if res.exists else 'wrote'} golden {expect} (and {text})", err=True)
+        return res, None
+    if not res.exists:
+        return res, f"golden {expect} does not exist (rerun with --update to write it)"
+    if not res.equal:
+        return res, f"the result differs from golden {expect} (rerun with --update to accept it)"
+    if not as_json:
+        click.echo(f"matches golden {expect}", err=True)
+    return res, None
+
+
+@cli.command()
+@click.option("--loss", required=True, help="Name of the loss variable.")
+@click.option("--parameter", "parameters", multiple=True, help="Only return the grads of these parameters.")
+@click.option("--no-grad", "no_grad", multiple=True, help="A variable that gets no gradient (repeatable).")
+@click.option("--aggregation", type=click.Choice(["sum", "pairwise"]), default="sum",
+              help="How repeated gradients are added: one sum op (Paddle's default) or a grad_add chain.")
+@click.option("--json", "as_json", is_flag=True, help="Print the (param, grad) pairs (and any comparison) as JSON.")
+@click.option("--in-place", is_flag=True, help="Overwrite IN (a backup IN~ is kept until the new file is complete).")
+@click.option("--out-dir", "out_dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Process every IN, writing each to DIR (as DIR/NAME, or under its path relative to "
+                   "the inputs' common directory when names repeat); a bad file is reported and the "
+                   "others still complete.")
+@expect_options
+@click.option("--run", "run_after", is_flag=True,
+              help="Run the result and print the loss and parameter gradients (with --params/--feeds; "
+                   "defaults: params.npz and feeds.npz beside IN).")
+@run_options
+@click.argument("paths", metavar="IN [OUT] | IN... --out-dir DIR", nargs=-1, type=click.Path(dir_okay=False))
+@handle_errors
+def append(loss, parameters, no_grad, aggregation, as_json, in_place, out_dir, expect, update, run_after,
+           startup, params, feeds_npz, feed_items, check_nan, paths):
+    """Append the backward section of --loss to IN and write OUT.
+
+    \b
+    pybackward append --loss L IN OUT
+    pybackward append --loss L --in-place IN
+    pybackward append --loss L IN --expect GOLDEN [--update]
+    pybackward append --loss L IN... --out-dir DIR
+    """
+    if update and not expect:
+        raise pybackward.ArgumentError("--update rewrites the golden named by --expect GOLDEN; give it")
+
+    def compute(prog):
+        return pybackward.append_backward(loss, parameter_list=list(parameters) or None,
+                                          no_grad_set=set(no_grad) or None, program=prog,
+                                          aggregation=aggregation)
+
+    def rows_of(pairs):
+        return [[p.name, g.name if g is not None else None] for p, g in pairs]
+
+    if out_dir is not None:
+        for flag, name in ((in_place, "--in-place"), (expect, "--expect"), (run_after, "--run")):
+            if flag:
+                raise pybackward.ArgumentError(f"{name} takes one IN; it does not combine with --out-dir")
+        _batch(paths, out_dir, lambda prog: {"params_grads": rows_of(compute(prog))}, as_json)
+        return
+    src, out = _single_paths(paths, in_place, expect)
+    prog = pybackward.load(src)
+    pairs = compute(prog)
+    written = _write_output(prog, out, in_place, src) if (out or in_place) else None
+    rows = rows_of(pairs)
+    failure = None
+    result = None
+    if not as_json:
+        for p, g in rows:
+            click.echo(f"{p} -> {g}")
+        if written:
+            click.echo(f"wrote {written}", err=True)
+    if expect:
+        result, failure = _compare_golden(prog, expect, update, written or f"{src} (with backward)", as_json)
+    if as_json:
+        doc = {"output": written, "params_grads": rows}
+        if result is not None:
+            doc["expect"] = result.to_json()
+        click.echo(json.dumps(doc))
+    if failure:
+        raise pybackward.CheckFailedError(failure)
+    if run_after:
+        here = Path(src).parent
+        if not params and not startup and (here / "params.npz").exists():
+            params = (str(here / "params.npz"),)
+        if not feeds_npz and not feed_items and (here / "feeds.npz").exists():
+            feeds_npz = (str(here / "feeds.npz"),)
+        p, f = load_arrays(params, feeds_npz, feed_items)
+        execute(prog, startup, p, f, [loss] + [g for _, g in rows if g], check_nan, None)
+
+
+def _single_paths(paths, in_place: bool, expect: str | None) -> tuple[str, str | None]:
+    if not paths:
+        raise pybackward.ArgumentError("missing IN: the program to differentiate")
+    if len(paths) > 2:
+        raise pybackward.ArgumentError(f"{len(paths)} paths given: give IN OUT, or pass --out-dir DIR "
+                                       "to process many inputs")
+    src = paths[0]
+    out = paths[1] if len(paths) == 2 else None
+    if not out and not in_place and not expect:
+        raise pybackward.ArgumentError("missing OUT (or pass --in-place to overwrite the input)")
+    return src, out
+
+
+def _batch(paths, out_dir: str, compute, as_json: bool) -> None:
+    """Differentiate every input into OUT_DIR; report each failure and go on; exit 1 if any failed."""
+    if not paths:
+        raise pybackward.ArgumentError("missing IN: give one or more programs with --out-dir")
+    inputs: list[str] = []
+    seen: set[str] = set()
+    for p in paths:
+        key = os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            inputs.append(p)
+    # Unique file names go straight into DIR; otherwise each keeps its path
+    # relative to the inputs' common directory (a/forward.pb, b/forward.pb).
+    common = None
+    if len({os.path.basename(p) for p in inputs}) < len(inputs):
+        try:
+            common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in inputs])
+        except ValueError:  # different drives
+            common = None
+    dest_root = Path(out_dir)
+    err = click.get_text_stream("stderr")
+    results: list[dict] = []
+
+    def one(src: str) -> dict:
+        rel = os.path.relpath(os.path.abspath(src), common) if common else os.path.basename(src)
+        dst = dest_root / rel
+        try:
+            if os.path.realpath(dst) == os.path.realpath(src):
+                raise pybackward.ArgumentError(f"{src}: the output would overwrite the input "
+                                               "(use --in-place for that, or another --out-dir)")
+            prog = pybackward.load(src)
+            doc = compute(prog)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            pybackward.save(prog, dst)
+            return {"input": src, "output": str(dst), **doc}
+        except PyBackwardError as e:
+            msg = _one_line(str(e))
+        except OSError as e:
+            msg = f"{e.filename or dst}: {e.strerror or e}"
+        if src not in msg:
+            msg = f"{src}: {msg}"
+        return {"input": src, "error": msg}
+
+    def report(r: dict) -> None:
+        if as_json:
+            return
+        if "error" in r:
+            click.echo(f"error: {r['error']}", err=True)
+        else:
+            click.echo(f"{r['input']} -> {r['output']}")
+
+    if err.isatty():
+        with click.progressbar(inputs, label="append", file=err, show_pos=True,
+                               item_show_func=lambda p: os.path.basename(p) if p else None) as bar:
+            for src in bar:
+                results.append(one(src))
+        for r in results:
+            report(r)
+    else:
+        for src in inputs:
+            results.append(one(src))
+            report(r=results[-1])
+    failed = sum(1 for r in results if "error" in r)
+    if as_json:
+        click.echo(json.dumps({"out_dir": str(dest_root), "results": results,
+                               "ok": len(results) - failed, "failed": failed}))
+    click.echo(f"{len(results) - failed} of {len(results)} programs written to {dest_root}"
+               + (f", {failed} failed" if failed else ""), err=True)
+    if failed:
+        click.get_current_context().exit(1)
+
+
+@cli.command(short_help="Append the gradients of --target with respect to --input.")
+@click.option("--target", "targets", multiple=True, required=True, help="A target variable (repeatable).")
+@click.option("--input", "inputs", multiple=True, required=True, help="A variable to differentiate with respect to.")
+@click.option("--target-grad", "target_grads", multiple=True, help="The gradient of each target (a variable name).")
+@click.option("--no-grad", "no_grad", multiple=True, help="A variable that gets no gradient (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the gradient names (and any comparison) as JSON.")
+@expect_options
+@click.argument("src", metavar="IN", type=click.Path(dir_okay=False))
+@click.argument("out", metavar="OUT", required=False, type=click.Path(dir_okay=False))
+@handle_errors
+def gradients(targets, inputs, target_grads, no_grad, as_json, expect, update, src, out):
+    """Append the gradients of --target w.r.t. --input to IN and write OUT
+    (OUT is optional with --expect GOLDEN)."""
+    if update and not expect:
+        raise pybackward.ArgumentError("--update rewrites the golden named by --expect GOLDEN; give it")
+    if not out and not expect:
+        raise pybackward.ArgumentError("missing OUT (or pass --expect GOLDEN to compare with a golden)")
+    prog = pybackward.load(src)
+    grads = pybackward.gradients(list(targets), list(inputs), list(target_grads) or None,
+                                 set(no_grad) or None, program=prog)
+    if out:
+        pybackward.save(prog, out)
+    rows = {x: (g.name if g is not None else None) for x, g in zip(inputs, grads)}
+    if not as_json:
+        for x, g in rows.items():
+            click.echo(f"{x} -> {g}")
+        if out:
+            click.echo(f"wrote {out}", err=True)
+    result = failure = None
+    if expect:
+        result, failure = _compare_golden(prog, expect, update, out or f"{src} (with gradients)", as_json)
+    if as_json:
+        doc = {"output": out, "gradients": rows}
+        if result is not None:
+            doc["expect"] = result.to_json()
+        click.echo(json.dumps(doc))
+    if failure:
+        raise pybackward.CheckFailedError(failure)

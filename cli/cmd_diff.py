@@ -1,0 +1,39 @@
+"""`pybackward diff`: what changed between two programs, block by block."""
+from __future__ import annotations
+
+import json
+
+import click
+
+import pybackward
+
+from .main import cli, handle_errors
+
+
+@cli.command()
+@click.argument("a", type=click.Path(dir_okay=False))
+@click.argument("b", type=click.Path(dir_okay=False))
+@click.option("--ignore-attr", "ignore_attrs", multiple=True, metavar="NAME",
+              help="Leave this attr out of the comparison (repeatable).")
+@click.option("--all-attrs", is_flag=True,
+              help="Compare every attr: op_callstack, op_namescope and op_device are ignored by default.")
+@click.option("-U", "--context", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Unchanged ops shown around each change.")
+@click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
+@click.option("--color/--no-color", default=None, help="Colour the output (default: when stdout is a terminal).")
+@handle_errors
+def diff(a, b, ignore_attrs, all_attrs, context, as_json, color):
+    """Compare programs A and B (binary or .pbtxt): ops added, removed and
+    changed (aligned by content), vars added, removed and changed.
+
+    Exit status: 0 equal, 1 different, 2 bad input.
+    """
+    from pybackward.diff import DEFAULT_IGNORED_ATTRS, diff_programs
+    ignore = (frozenset() if all_attrs else DEFAULT_IGNORED_ATTRS) | frozenset(ignore_attrs)
+    d = diff_programs(pybackward.load(a), pybackward.load(b), ignore, a_label=a, b_label=b)
+    if as_json:
+        click.echo(json.dumps(d.to_json()))
+    elif not d.equal:
+        click.echo(d.to_text(color=True, context=context), color=color)
+    if not d.equal:
+        click.get_current_context().exit(1)
