@@ -1,0 +1,230 @@
+"""Writing op and var descs the way Paddle 3.3.1's legacy `Block.append_op`
+and `Variable.__init__` write them.
+
+* Input slots: when the layer passes an inputs dict, *every* input slot of the
+  op's proto is written, the ones it did not give as empty slots
+  (`ScaleTensor: []` on `scale`); with no inputs dict, none. Output slots:
+  the given ones. Slots are written sorted by name (the C++ OpDesc keeps them
+  in a map).
+* Attrs: Paddle's checker defaults for the type (`registry.default_attrs`,
+  recorded from Paddle; `_FALLBACK_ATTRS` below for the few types that
+  recording skipped because they have a required attr), overridden by what the
+  layer passed - attrs the proto does not know are dropped, as Paddle drops
+  them - then `op_role=0`, `op_namescope="/"`. Order: the type's extra attrs
+  first, then the rest, each sorted by name. `op_callstack` is left empty
+  (Paddle records the Python stack that created the op).
+* Vars: fields are set exactly when Paddle's `Variable.__init__` sets them
+  (so `persistable: false` is present on layer outputs and absent on the
+  `tmp_N` vars of Variable operators), `legacy_lod_level: 0` on the outputs
+  whose shape inference shares the LoD (`shares_lod`).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .. import attrs as _attrs
+from .. import dtypes
+from .._proto import framework_pb2 as pb
+from ..ops import registry
+
+VarType = pb.VarType
+
+#: ProgramDesc.version and op_version_map of every program Paddle 3.3.1 writes.
+PROGRAM_VERSION = 3003001
+OP_VERSION_MAP = (
+    ("distribute_fpn_proposals", 2), ("elementwise_add", 1), ("elementwise_sub", 1),
+    ("moving_average_abs_max_scale", 2), ("not_equal", 1), ("linspace", 1), ("less_than", 1),
+    ("less_equal", 1), ("matrix_nms", 1), ("kldiv_loss", 1), ("truncated_gaussian_random", 1),
+    ("assign_value", 1), ("depthwise_conv2d_transpose", 1), ("lstsq", 1), ("quantize", 2),
+    ("global_scatter", 1), ("grid_sampler", 1), ("generate_proposals_v2", 1), ("flip", 1),
+    ("global_gather", 1), ("dequantize", 1), ("greater_equal", 1), ("depthwise_conv2d", 1),
+    ("instance_norm", 1), ("coalesce_tensor", 2), ("thresholded_relu", 1), ("greater_than", 1),
+    ("cumprod", 1), ("weight_quantize", 1), ("matmul", 1), ("for_pybind_test__", 4),
+    ("hard_shrink", 1), ("gather", 1), ("max_pool3d_with_index", 1), ("conv2d", 1),
+    ("histogram", 1), ("yolo_box", 1), ("affine_grid", 1), ("allclose", 2),
+    ("conv3d_transpose", 1), ("argsort", 1), ("fake_channel_wise_quantize_abs_max", 1),
+    ("conv2d_transpose", 2), ("conv3d", 1), ("clip", 1), ("fill_constant", 2), ("cumsum", 1),
+    ("collect_fpn_proposals", 1), ("momentum", 1), ("lamb", 1), ("p_norm", 1), ("round", 1),
+    ("partial_allgather", 1), ("pixel_shuffle", 1), ("auc", 1), ("roi_align", 3),
+    ("lookup_table", 1), ("roi_pool", 2), ("roll", 2), ("elementwise_div", 1),
+    ("max_pool2d_with_index", 1), ("leaky_relu", 1), ("trace", 1), ("weight_dequantize", 1),
+    ("softplus", 1), ("print", 1), ("unique_consecutive", 1), ("weight_only_linear", 1),
+    ("equal", 1), ("elementwise_mul", 1), ("set_value", 4), ("seed", 1), ("requantize", 1),
+    ("generate_proposals", 2), ("elementwise_pow", 1), ("lookup_table_v2", 1),
+)
+
+#: The input slots of each op type's proto (all written when inputs are given).
+INPUT_SLOTS: dict[str, tuple[str, ...]] = {
+    "mul": ("X", "Y"), "matmul_v2": ("X", "Y"),
+    "elementwise_add": ("X", "Y"), "elementwise_sub": ("X", "Y"),
+    "elementwise_mul": ("X", "Y"), "elementwise_div": ("X", "Y"),
+    "elementwise_pow": ("X", "Y"), "elementwise_floordiv": ("X", "Y"),
+    "elementwise_mod": ("X", "Y"),
+    "scale": ("X", "ScaleTensor", "BiasTensor"),
+    "lookup_table_v2": ("Ids", "W"),
+    "conv2d": ("Input", "Filter"), "depthwise_conv2d": ("Input", "Filter"),
+    "batch_norm": ("X", "Scale", "Bias", "Mean", "Variance", "MomentumTensor"),
+    "layer_norm": ("X", "Scale", "Bias"),
+    "relu": ("X",), "sigmoid": ("X",), "tanh": ("X",), "softmax": ("X",), "gelu": ("X",),
+    "square": ("X",), "cast": ("X",), "stack": ("X",), "sum": ("X",), "transpose2": ("X",),
+    "reduce_mean": ("X",), "reduce_sum": ("X",), "pool2d": ("X",),
+    "reshape2": ("X", "Shape", "ShapeTensor"),
+    "concat": ("X", "AxisTensor"),
+    "split": ("X", "AxisTensor", "SectionsTensorList"),
+    "slice": ("Input", "StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList"),
+    "gather": ("X", "Index", "Axis"),
+    "dropout": ("X", "Seed"),
+    "softmax_with_cross_entropy": ("Logits", "Label"),
+    "unsqueeze2": ("X", "AxesTensor", "AxesTensorList"), "squeeze2": ("X",),
+    "fill_constant": ("ValueTensor", "ShapeTensor", "ShapeTensorList"),
+    "fill_constant_batch_size_like": ("Input",),
+    "uniform_random": ("ShapeTensor", "ShapeTensorList"),
+    "gaussian_random": ("ShapeTensor", "ShapeTensorList"),
+    "truncated_gaussian_random": (),
+}
+
+#: (op type, output slot) whose var Paddle's shape inference leaves without a
+#: LoD level; every other output gets `legacy_lod_level: 0`.
+NO_LOD = frozenset({
+    ("batch_norm", "MeanOut"), ("batch_norm", "VarianceOut"), ("batch_norm", "SavedMean"),
+    ("batch_norm", "SavedVariance"), ("batch_norm", "ReserveSpace"),
+    ("conv2d", "Output"), ("depthwise_conv2d", "Output"), ("dropout", "Mask"),
+    ("layer_norm", "Mean"), ("layer_norm", "Variance"),
+    ("reduce_mean", "Out"), ("reduce_sum", "Out"), ("transpose2", "Out"),
+    ("fill_constant", "Out"), ("uniform_random", "Out"), ("gaussian_random", "Out"),
+    ("truncated_gaussian_random", "Out"), ("fill_constant_batch_size_like", "Out"),
+})
+
+_I, _F, _S, _INTS, _STRS, _B = (_attrs.INT, _attrs.FLOAT, _attrs.STRING, _attrs.INTS,
+                                _attrs.STRINGS, _attrs.BOOLEAN)
+_GENERATED = (("op_callstack", _STRS, []), ("op_device", _S, ""), ("op_namescope", _S, ""),
+              ("op_role", _I, 4096), ("op_role_var", _STRS, []), ("with_quant_attr", _B, False))
+_ONEDNN = (("mkldnn_data_type", _S, "float32"), ("onednn_data_type", _S, ""),
+           ("use_mkldnn", _B, False), ("use_onednn", _B, False))
+_ELEMENTWISE_EXTRAS = (("Scale_out", _F, 1.0), ("Scale_x", _F, 1.0), ("Scale_y", _F, 1.0),
+                       *_ONEDNN, ("use_quantizer", _B, False))
+
+#: (extras, attrs) of the op types `fresh_attrs.json` lacks (recorded from
+#: Paddle 3.3.1 the same way; required attrs carry a placeholder default the
+#: layers always override).
+_FALLBACK_ATTRS: dict[str, tuple[tuple, tuple]] = {
+    "transpose2": ((("data_format", _S, "AnyLayout"), *_ONEDNN), (("axis", _INTS, [0]),)),
+    "slice": (_ONEDNN, (("axes", _INTS, [0]), ("decrease_axis", _INTS, []), ("ends", _INTS, []),
+                        ("infer_flags", _INTS, []), ("starts", _INTS, []))),
+    "pool2d": ((("is_test", _B, False), *_ONEDNN, ("use_quantizer", _B, False)),
+               (("adaptive", _B, False), ("ceil_mode", _B, False), ("data_format", _S, "NCHW"),
+                ("exclusive", _B, True), ("global_pooling", _B, False), ("ksize", _INTS, [1, 1]),
+                ("padding_algorithm", _S, "EXPLICIT"), ("paddings", _INTS, [0, 0]),
+                ("pooling_type", _S, ""), ("strides", _INTS, [1, 1]), ("use_cudnn", _B, False))),
+    "truncated_gaussian_random": ((), (("a", _F, -2.0), ("b", _F, 2.0), ("dtype", _I, 5),
+                                       ("mean", _F, 0.0), ("seed", _I, 0), ("shape", _INTS, [1]),
+                                       ("std", _F, 1.0))),
+    "flatten_contiguous_range": (_ONEDNN, (("start_axis", _I, 1), ("stop_axis", _I, 1))),
+    "fill_constant_batch_size_like": ((), (("dtype", _I, 5), ("force_cpu", _B, False),
+                                           ("input_dim_idx", _I, 0), ("output_dim_idx", _I, 0),
+                                           ("shape", _INTS, [1]), ("str_value", _S, ""),
+                                           ("value", _F, 0.0))),
+    "elementwise_floordiv": (_ELEMENTWISE_EXTRAS, (("axis", _I, -1),)),
+    "elementwise_mod": (_ELEMENTWISE_EXTRAS, (("axis", _I, -1),)),
+}
+
+_TABLES: dict[str, tuple[tuple[str, int, Any], ...]] = {}
+
+
+def attr_list(op_type: str) -> tuple[tuple[str, int, Any], ...]:
+    """[(name, AttrType, default), ...] of an op type in Paddle's serialised
+    order: the extra attrs sorted, then the others sorted. A name that is both
+    an extra and a proto attr (reshape2's `use_quantizer`) is written twice,
+    as Paddle writes it."""
+    hit = _TABLES.get(op_type)
+    if hit is not None:
+        return hit
+    defaults = registry.default_attrs(op_type)
+    if defaults is not None:
+        entries = tuple((name, t, default) for name, t, default in defaults)
+    elif op_type in _FALLBACK_ATTRS:
+        ex, rest = _FALLBACK_ATTRS[op_type]
+        entries = tuple(sorted(ex)) + tuple(sorted((*rest, *_GENERATED)))
+    else:
+        raise KeyError(f"pybackward.static does not know Paddle's attrs of op type '{op_type}'")
+    _TABLES[op_type] = entries
+    return entries
+
+
+def make_op_desc(op_type: str, inputs: Mapping[str, Sequence[str]] | None,
+                 outputs: Mapping[str, Sequence[str]],
+                 attrs: Mapping[str, Any] | None, op_role: int = 0) -> pb.OpDesc:
+    """An OpDesc as Paddle's legacy `Block.append_op` serialises it."""
+    desc = pb.OpDesc(type=op_type)
+    if inputs is not None:
+        slots = dict.fromkeys(INPUT_SLOTS.get(op_type, ()), ())
+        slots.update({k: v for k, v in inputs.items() if v is not None})
+        for slot in sorted(slots):
+            desc.inputs.add(parameter=slot, arguments=list(slots[slot]))
+    for slot in sorted(outputs):
+        desc.outputs.add(parameter=slot, arguments=list(outputs[slot]))
+    entries = attr_list(op_type)
+    known = {name for name, _, _ in entries}
+    values = {name: value for name, value in (attrs or {}).items()
+              if value is not None and name in known}
+    values["op_role"] = op_role
+    values["op_namescope"] = "/"
+    for name, t, default in entries:
+        _attrs.encode(desc.attrs.add(), name, _plain(values.get(name, default)), t)
+    return desc
+
+
+def _plain(value: Any) -> Any:
+    """Attr values as plain Python (tuples as lists)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def fill_var_desc(desc: pb.VarDesc, name: str, *, type: int = VarType.DENSE_TENSOR,
+                  shape: Sequence[int] | None = None, dtype: Any = None,
+                  lod_level: int | None = None, persistable: bool | None = None,
+                  stop_gradient: bool = False, need_check_feed: bool = False,
+                  is_parameter: bool = False) -> None:
+    """A new VarDesc, with exactly the fields Paddle's `Variable.__init__` sets."""
+    desc.name = name
+    desc.type.type = type
+    field = dtypes.TENSOR_VAR_TYPES.get(type)
+    if field is not None:
+        sub = getattr(desc.type, field)
+        t = sub if field == "selected_rows" else sub.tensor
+        # data_type is a required proto field: Paddle's default is FP32.
+        t.data_type = dtypes.from_any("float32" if dtype is None else dtype)
+        if shape is not None:
+            t.dims.extend(-1 if d is None else int(d) for d in shape)
+        if lod_level is not None and field != "selected_rows":
+            sub.legacy_lod_level = int(lod_level)
+    if persistable is not None:
+        desc.persistable = bool(persistable)
+    if need_check_feed:
+        desc.need_check_feed = True
+    if is_parameter:
+        desc.is_parameter = True
+    desc.stop_gradient = bool(stop_gradient)
+
+
+def set_lod_level(desc: pb.VarDesc, level: int = 0) -> None:
+    if desc.type.type == VarType.DENSE_TENSOR:
+        desc.type.dense_tensor.legacy_lod_level = level
+
+
+def set_dims(desc: pb.VarDesc, dims: Sequence[int]) -> None:
+    field = dtypes.TENSOR_VAR_TYPES.get(desc.type.type)
+    if field is None:
+        return
+    sub = getattr(desc.type, field)
+    t = sub if field == "selected_rows" else sub.tensor
+    del t.dims[:]
+    t.dims.extend(int(d) for d in dims)
+
+
+def set_data_type(desc: pb.VarDesc, dtype: Any) -> None:
+    field = dtypes.TENSOR_VAR_TYPES.get(desc.type.type)
+    if field is None:
+        return
+    sub = getattr(desc.type, field)
+    t = sub if field == "selected_rows" else sub.tensor
+    t.data_type = dtypes.from_any(dtype)
