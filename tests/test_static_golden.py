@@ -139,10 +139,8 @@ KNOWN_PASS_DIFFERENCES = {
     ("cnn_bn", "default"): "reshape2_grad: Paddle copies reshape2's attrs verbatim, including "
                            "`mkldnn_data_type` and `use_quantizer` written twice; pybackward "
                            "writes each once",
-    ("tensor_ops", "default"): "cast grad: Paddle's CastOpGradMaker does not copy op_namescope "
-                               "(it is ''); pybackward copies the forward op's '/'. Also "
-                               "reshape2_grad as in cnn_bn",
-    ("losses_and_pools", "default"): "cast grad and reshape2_grad, as in tensor_ops",
+    ("tensor_ops", "default"): "reshape2_grad as in cnn_bn",
+    ("losses_and_pools", "default"): "reshape2_grad as in cnn_bn",
 }
 
 
@@ -163,10 +161,6 @@ def _normalise_known(gold: pb.ProgramDesc) -> pb.ProgramDesc:
                     kept.append(c)
             del op.attrs[:]
             op.attrs.extend(kept)
-            if op.type == "cast":
-                for a in op.attrs:
-                    if a.name == "op_namescope":
-                        a.s = "/"
     return d
 
 

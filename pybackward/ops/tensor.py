@@ -224,15 +224,15 @@ def _cast(c: Call):
 
 
 def _cast_grad(fwd: FwdOp) -> list[GradOp]:
-    """cast's grad is a `cast` Out@GRAD -> X@GRAD with in/out dtypes swapped."""
+    """cast's grad is a new `cast` Out@GRAD -> X@GRAD with in/out dtypes swapped
+    (Paddle's CastOpGradMaker builds it fresh: no forward attrs are copied)."""
     i, o = fwd.attr("in_dtype"), fwd.attr("out_dtype")
     attrs = {}
     if o is not None:
         attrs["in_dtype"] = attr_override(fwd, "in_dtype", o)
     if i is not None:
         attrs["out_dtype"] = attr_override(fwd, "out_dtype", i)
-    return [GradOp("cast", {"X": out_grads(fwd, "Out")},
-                   {"Out": fwd.grads_of(fwd.input("X"))}, fwd.attrs_desc, attrs)]
+    return [fresh_op("cast", {"X": out_grads(fwd, "Out")}, {"Out": fwd.grads_of(fwd.input("X"))}, attrs)]
 
 
 register(OpDef(type="cast", inputs=("X",), outputs=("Out",), kernel=_cast, grad=_cast_grad,
