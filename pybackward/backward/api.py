@@ -253,8 +253,11 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
         raise ArgumentError(f"aggregation must be one of {sorted(AGGREGATIONS)}, not {aggregation!r}")
     _check_float(loss, "the loss")
     loss_op = _loss_op(loss)
-    if isinstance(checkpoints, list) and checkpoints:
-        raise ArgumentError("checkpoints (recompute) are not supported yet; call without checkpoints")
+    from . import recompute
+    if recompute.wants_recompute(checkpoints):
+        return recompute.append_backward_with_checkpoints(
+            program, loss, loss_op, params, user_no_grad, checkpoints,
+            keep_param_stop_gradient=keep_param_stop_gradient, aggregation=aggregation)
 
     with _all_or_nothing(program):
         _as_paddle_parses(program, keep_param_stop_gradient)

@@ -1,0 +1,146 @@
+"""`pybackward stats`: activation memory (pybackward.memory), and the helpers
+`append --checkpoints` uses to pick and report checkpoints."""
+from __future__ import annotations
+
+import json
+import re
+
+import click
+
+import pybackward
+from pybackward import memory as pm
+
+from .main import cli, handle_errors
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2,
+          "mib": 1024 ** 2, "g": 1000 ** 3, "gb": 1000 ** 3, "gib": 1024 ** 3}
+
+
+def parse_bytes(text: str | int | None) -> int | None:
+    """'4096', '64KiB', '1.5MB', '2G' -> bytes (None stays None)."""
+    if text is None or isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _UNITS:
+        raise pybackward.ArgumentError(f"not a byte count: {text!r} (try 4096, 64KiB, 1.5MB, 2GiB)")
+    n = int(float(m.group(1)) * _UNITS[unit])
+    if n <= 0:
+        raise pybackward.ArgumentError(f"the memory budget must be positive, not {text!r}")
+    return n
+
+
+def _has_backward(prog) -> bool:
+    return any(isinstance(r, int) and r & 1 for r in (op.attr("op_role", 0) for op in prog.global_block().ops))
+
+
+def resolve_checkpoints(prog, loss: str, spec: str | None, budget: str | int | None = None,
+                        batch: int = 1, no_grad=(), echo=None):
+    """What `append --checkpoints SPEC` passes to append_backward.
+
+    SPEC is "auto" (pick them: `memory.choose_checkpoints`, within `budget`
+    bytes if given) or comma-separated var names; None means no recompute.
+    The choice and the estimated peak before and after go to `echo`
+    (default: stderr). Returns a list of names, or None (no recompute: no
+    SPEC, or "auto" found nothing worth recomputing).
+    """
+    echo = echo or (lambda s: click.echo(s, err=True))
+    budget = parse_bytes(budget)
+    if spec is None:
+        if budget is not None:
+            raise pybackward.ArgumentError("--memory-budget needs --checkpoints auto")
+        return None
+    if spec.strip() == "auto":
+        choice = pm.choose_checkpoints(prog, loss, budget=budget, batch_size=batch,
+                                       no_grad_set=set(no_grad) or None)
+        echo(str(choice))
+        return list(choice.checkpoints) or None
+    if budget is not None:
+        raise pybackward.ArgumentError("--memory-budget goes with --checkpoints auto, not with names")
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise pybackward.ArgumentError("--checkpoints takes \"auto\" or comma-separated var names")
+    for n in names:
+        prog.global_block().var(n)
+    return names
+
+
+def append_with_checkpoints(prog, loss: str, checkpoints: str | None, memory_budget=None,
+                            batch: int = 1, echo=None, **kwargs):
+    """`append_backward` for `append --checkpoints SPEC [--memory-budget B] [--batch N]`.
+
+    Returns (params_grads, checkpoint names or None); `kwargs` go to
+    append_backward (parameter_list, no_grad_set, aggregation, ...).
+    """
+    no_grad = kwargs.get("no_grad_set") or ()
+    names = resolve_checkpoints(prog, loss, checkpoints, memory_budget, batch, no_grad, echo)
+    if names is None:
+        return pybackward.append_backward(loss, program=prog, **kwargs), None
+    pairs, used = pybackward.append_backward(loss, program=prog, checkpoints=names, **kwargs)
+    return pairs, used
+
+
+@cli.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--batch", type=int, default=1, show_default=True, help="The size of every -1 dim.")
+@click.option("--top", type=int, default=8, show_default=True, help="How many vars to list at the peak.")
+@click.option("--keep", multiple=True, help="A var live to the end (fetched, e.g. the loss); repeatable.")
+@click.option("--loss", help="PROGRAM is a forward program: report its backward section (built in "
+                             "memory), plain and with --checkpoints.")
+@click.option("--checkpoints", metavar="auto|NAME[,NAME...]",
+              help="With --loss: the peak with these checkpoints (\"auto\": pick them).")
+@click.option("--memory-budget", metavar="BYTES", help="With --checkpoints auto: the fewest recomputed "
+                                                      "ops whose peak fits (4096, 64KiB, 1.5MB, ...).")
+@click.option("--no-grad", "no_grad", multiple=True, help="With --loss: a var that gets no gradient.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, as_json):
+    """Peak activation memory of PROGRAM by static liveness (block 0, op order).
+
+    A var is live from its first write to its last read; every -1 dim counts
+    as --batch. Parameters and their gradients are totalled apart. With
+    --loss, PROGRAM is a forward program: the report is for its backward
+    section, and --checkpoints shows what recompute would save.
+    """
+    if batch < 1:
+        raise pybackward.ArgumentError(f"--batch must be at least 1, not {batch}")
+    prog = pybackward.load(program)
+    if loss is None:
+        if checkpoints or memory_budget or no_grad:
+            raise pybackward.ArgumentError("--checkpoints, --memory-budget and --no-grad need --loss")
+        rep = pm.memory(prog, batch_size=batch, top=top, keep=keep)
+        click.echo(rep.to_json() if as_json else str(rep))
+        return
+    if _has_backward(prog):
+        raise pybackward.ArgumentError(f"{program} already has a backward section: drop --loss to "
+                                       "report it as it is")
+    prog.global_block().var(loss)
+    lines: list[str] = []
+    names = resolve_checkpoints(prog, loss, checkpoints, memory_budget, batch, no_grad, lines.append)
+    plain = prog.clone()
+    pybackward.append_backward(loss, program=plain, no_grad_set=set(no_grad) or None)
+    rep = pm.memory(plain, batch_size=batch, top=top, keep=list(keep) + [loss])
+    out: dict = {"plain": rep.to_dict()}
+    after = None
+    if names:
+        ck = prog.clone()
+        _, used = pybackward.append_backward(loss, program=ck, checkpoints=names,
+                                             no_grad_set=set(no_grad) or None)
+        after = pm.memory(ck, batch_size=batch, top=top, keep=list(keep) + [loss])
+        out["checkpoints"] = used
+        out["recompute"] = after.to_dict()
+    if as_json:
+        click.echo(json.dumps(out))
+        return
+    click.echo("without checkpoints:\n" + _indent(str(rep)))
+    if after is not None:
+        click.echo(f"with checkpoints {', '.join(out['checkpoints'])}:\n" + _indent(str(after)))
+        ratio = after.peak_bytes / rep.peak_bytes if rep.peak_bytes else 1.0
+        click.echo(f"peak activation memory {pm.human(rep.peak_bytes)} -> {pm.human(after.peak_bytes)} "
+                   f"({ratio:.0%})")
+    for line in lines:
+        click.echo(line, err=True)
+
+
+def _indent(s: str) -> str:
+    return "\n".join("  " + line for line in s.splitlines())
