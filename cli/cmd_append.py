@@ -68,6 +68,15 @@ def _compare_golden(prog, expect: str, update: bool, label: str, as_json: bool):
 @click.option("--no-grad", "no_grad", multiple=True, help="A variable that gets no gradient (repeatable).")
 @click.option("--aggregation", type=click.Choice(["sum", "pairwise"]), default="sum",
               help="How repeated gradients are added: one sum op (Paddle's default) or a grad_add chain.")
+@click.option("--checkpoints", metavar="auto|NAME[,NAME...]", default=None,
+              help="Recompute (Paddle's checkpoints): keep these vars for the backward pass and run "
+                   "the forward ops between them again there; \"auto\" picks them (pybackward.memory) "
+                   "and prints the estimated peak activation memory before and after.")
+@click.option("--memory-budget", metavar="BYTES", default=None,
+              help="With --checkpoints auto: the fewest recomputed ops whose estimated peak activation "
+                   "memory fits (4096, 64KiB, 1.5MB, 2GiB).")
+@click.option("--batch", type=int, default=1, show_default=True,
+              help="With --checkpoints auto: the size of every -1 dim in the memory estimate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the (param, grad) pairs (and any comparison) as JSON.")
 @click.option("--in-place", is_flag=True, help="Overwrite IN (a backup IN~ is kept until the new file is complete).")
 @click.option("--out-dir", "out_dir", metavar="DIR", type=click.Path(file_okay=False),
@@ -81,8 +90,8 @@ def _compare_golden(prog, expect: str, update: bool, label: str, as_json: bool):
 @run_options
 @click.argument("paths", metavar="IN [OUT] | IN... --out-dir DIR", nargs=-1, type=click.Path(dir_okay=False))
 @handle_errors
-def append(loss, parameters, no_grad, aggregation, as_json, in_place, out_dir, expect, update, run_after,
-           startup, params, feeds_npz, feed_items, check_nan, paths):
+def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, batch, as_json, in_place,
+           out_dir, expect, update, run_after, startup, params, feeds_npz, feed_items, check_nan, paths):
     """Append the backward section of --loss to IN and write OUT.
 
     \b
@@ -94,10 +103,14 @@ def append(loss, parameters, no_grad, aggregation, as_json, in_place, out_dir, e
     if update and not expect:
         raise pybackward.ArgumentError("--update rewrites the golden named by --expect GOLDEN; give it")
 
+    used: dict[int, list[str] | None] = {}
+
     def compute(prog):
-        return pybackward.append_backward(loss, parameter_list=list(parameters) or None,
-                                          no_grad_set=set(no_grad) or None, program=prog,
-                                          aggregation=aggregation)
+        from .cmd_memory import append_with_checkpoints
+        pairs, used[id(prog)] = append_with_checkpoints(
+            prog, loss, checkpoints, memory_budget, batch, parameter_list=list(parameters) or None,
+            no_grad_set=set(no_grad) or None, aggregation=aggregation)
+        return pairs
 
     def rows_of(pairs):
         return [[p.name, g.name if g is not None else None] for p, g in pairs]
@@ -124,6 +137,8 @@ def append(loss, parameters, no_grad, aggregation, as_json, in_place, out_dir, e
         result, failure = _compare_golden(prog, expect, update, written or f"{src} (with backward)", as_json)
     if as_json:
         doc = {"output": written, "params_grads": rows}
+        if used.get(id(prog)):
+            doc["checkpoints"] = used[id(prog)]
         if result is not None:
             doc["expect"] = result.to_json()
         click.echo(json.dumps(doc))

@@ -17,3 +17,4 @@ from . import text  # noqa: F401
 from .backward import append_backward, calc_gradient, gradients  # noqa: F401,E402
 from .gradcheck import check_gradients  # noqa: F401,E402
 from .interpreter import Executor, Scope  # noqa: F401,E402
+from . import memory  # noqa: F401,E402  (the module is callable: pybackward.memory(program, batch_size=N))

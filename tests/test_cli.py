@@ -202,3 +202,20 @@ def test_ops_missing_names_unsupported_types(tmp_path):
     r = run("ops", "--missing", str(f))
     assert r.returncode == 1 and "dequantize" in r.stdout and "unknown op type" in r.stdout
     assert run("ops", "--missing", str(FIT)).returncode == 0
+
+
+def test_append_with_checkpoints_matches_the_api(tmp_path):
+    import pybackward
+    src = PROGRAMS / "recompute_mlp" / "forward.pb"
+    out = tmp_path / "rc.pb"
+    spec = json.loads((PROGRAMS / "recompute_mlp" / "case.json").read_text())["variants"]["default"]
+    names = ",".join(spec["checkpoints"])
+    r = run("append", "--loss", spec["targets"][0], "--checkpoints", names, "--json", str(src), str(out))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["checkpoints"] == spec["checkpoint_names"]
+    prog = pybackward.load(src)
+    pybackward.append_backward(spec["targets"][0], program=prog, checkpoints=list(spec["checkpoints"]))
+    assert out.read_bytes() == pybackward.dumps(prog)
+    r = run("append", "--loss", spec["targets"][0], "--checkpoints", "auto", str(src), str(tmp_path / "a.pb"))
+    assert r.returncode == 0, r.stderr
+    assert "estimated peak activation memory" in r.stderr
