@@ -228,7 +228,7 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
                     no_grad_set: Iterable[Variable | str] | None = None,
                     callbacks: Sequence[Any] | None = None, checkpoints: Any = None,
                     *, program: Program | None = None, aggregation: str = "sum",
-                    keep_param_stop_gradient: bool = False):
+                    keep_param_stop_gradient: bool = False, stop_edges: bool = False):
     """Append the backward section of `loss` to its program.
 
     Returns `[(param, grad), ...]` for the parameters that got a gradient, in
@@ -269,9 +269,11 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
         start = len(root.ops)
         root.append_op_desc(_loss_grad_op(loss, loss_op))
         state = PassState(program, no_grad, {}, {}, cbs, AGGREGATIONS[aggregation])
+        if stop_edges:
+            _no_grad_for_non_floats(program, no_grad)
         block = loss.block
         block_no_grad = {strip_grad_suffix(n) for n in no_grad[block.idx]}
-        path = find_op_path(block, [loss], [], block_no_grad, state.sub_paths)
+        path = find_op_path(block, [loss], [], block_no_grad, state.sub_paths, stop_edges=stop_edges)
         block_no_grad |= unused_outputs(block, path, [loss], block_no_grad)
         no_grad[block.idx].update(grad_name(n) for n in block_no_grad)
         input_grad_names = {grad_name(loss.name)} if program.appending_grad_times > 1 else None
@@ -330,23 +332,38 @@ def calc_gradient(targets, inputs, target_gradients=None, no_grad_set=None, *,
     return grads[0] if len(grads) == 1 else grads
 
 
+UNCONNECTED = ("none", "zero", "error")
+
+
 def gradients(targets, inputs, target_gradients=None, no_grad_set=None, *,
-              program: Program | None = None, keep_param_stop_gradient: bool = False
-              ) -> list[Variable | None]:
-    """Append the grad ops of `targets` w.r.t. `inputs`; returns one grad var
-    (None where the targets do not depend on the input) per input."""
+              program: Program | None = None, keep_param_stop_gradient: bool = False,
+              unconnected: str = "none", stop_edges: bool = False) -> list[Variable | None]:
+    """Append the grad ops of `targets` w.r.t. `inputs`; returns one grad var per input.
+
+    `unconnected` says what an input the targets do not depend on gets:
+    "none" (Paddle: None), "zero" (a zero tensor of the input's own shape and
+    dtype, made by a fill_any_like op), or "error" (an ArgumentError naming
+    those inputs). `stop_edges=True` lets gradients flow only through the
+    inputs an op declares differentiable and only into floating-point vars,
+    so integer ids and indices never need a manual stop_gradient.
+    """
     for what, v in (("targets", targets), ("inputs", inputs)):
         if not isinstance(v, (Variable, str, list, tuple)):
             raise ArgumentError(f"{what} must be a Variable, a name, or a list of them, not {type(v).__name__}")
     if target_gradients is not None and not isinstance(target_gradients, (Variable, str, list, tuple)):
         raise ArgumentError("target_gradients must be a Variable, a name, a list of them, or None, "
                             f"not {type(target_gradients).__name__}")
+    if unconnected not in UNCONNECTED:
+        raise ArgumentError(f"unconnected must be one of {list(UNCONNECTED)}, not {unconnected!r}")
+    if isinstance(inputs, (list, tuple)) and not inputs:
+        raise ArgumentError("inputs is empty: name at least one variable to differentiate with respect to")
     return _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
-                          keep_param_stop_gradient)
+                          keep_param_stop_gradient, unconnected, stop_edges)
 
 
 def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
-                   keep_param_stop_gradient: bool = False) -> list[Variable | None]:
+                   keep_param_stop_gradient: bool = False, unconnected: str = "none",
+                   stop_edges: bool = False) -> list[Variable | None]:
     program = _program_of(program, targets, inputs, target_gradients)
     targets = [_as_var(program, t, "targets") for t in _as_list(targets)]
     inputs = [_as_var(program, x, "inputs") for x in _as_list(inputs)]
@@ -392,8 +409,10 @@ def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
         if program.appending_grad_times == 1:
             input_grad_names, rename_map = None, {}
         state = PassState(program, no_grad, {}, {})
+        if stop_edges:
+            _no_grad_for_non_floats(program, no_grad)
         block_no_grad = {strip_grad_suffix(n) for n in no_grad[0]}
-        path = find_op_path(block, targets, inputs, block_no_grad, state.sub_paths)
+        path = find_op_path(block, targets, inputs, block_no_grad, state.sub_paths, stop_edges=stop_edges)
         block_no_grad |= unused_outputs(block, path, targets, block_no_grad)
         no_grad[0].update(grad_name(n) for n in block_no_grad)
         append_backward_ops(block, path, targets, block, state, input_grad_names, rename_map)
@@ -402,7 +421,31 @@ def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
         for x in inputs:
             info = grad_info.get(x.name)
             out.append(None if info is None else info[1].vars[info[0]])
+        missing = [x for x, g in zip(inputs, out) if g is None]
+        if missing and unconnected == "error":
+            raise ArgumentError("the targets do not depend on " + ", ".join(f"'{x.name}'" for x in missing)
+                                + " (or only through stop_gradient / no-grad vars)")
+        if missing and unconnected == "zero":
+            out = [g if g is not None else _zeros_like(program, block, x) for x, g in zip(inputs, out)]
         return out
+
+
+def _zeros_like(program: Program, block: Block, x: Variable) -> Variable:
+    """A zero gradient with x's own shape and dtype, computed from x at run time."""
+    name = grad_name(x.name)
+    if block.has_var_recursive(name):
+        name = _unique(program, name)
+    block.append_op_desc(_fill_op("fill_any_like", name, {
+        "value": 0.0, "dtype": -1, OP_ROLE_ATTR: 1, OP_DEVICE_ATTR: ""}, inputs={"X": [x.name]}))
+    return block.create_var_like(name, x, stop_gradient=False)
+
+
+def _no_grad_for_non_floats(program: Program, no_grad: dict[int, set[str]]) -> None:
+    """stop_edges: vars that are not floating point never get a gradient."""
+    for b in program.blocks:
+        for name, v in b.vars.items():
+            if v.data_type is not None and not dtypes.is_float(v.data_type):
+                no_grad[b.idx].add(grad_name(name))
 
 
 def is_backward_op(op: Operator) -> bool:

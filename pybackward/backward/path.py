@@ -63,9 +63,21 @@ def _is_ancestor(ancestor: Block, block: Block) -> bool:
     return False
 
 
+def _edge_inputs(op: Operator, stop_edges: bool) -> tuple[str, ...] | list[str]:
+    """The inputs a gradient flows back into: all of them (Paddle), or with
+    `stop_edges` only those in the slots the registry declares differentiable."""
+    if not stop_edges:
+        return op.input_arg_names
+    opdef = registry.find(op.type)
+    slots = opdef.differentiable_inputs if opdef is not None else None
+    if slots is None:
+        return op.input_arg_names
+    return [a for s in slots for a in op.input(s)]
+
+
 def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
                  no_grad: set[str], sub_paths: dict[int, list[Operator]],
-                 is_while: bool = False) -> list[Operator]:
+                 is_while: bool = False, stop_edges: bool = False) -> list[Operator]:
     """The ops of `block` on the way from `inputs` (if any) to `targets`.
 
     `no_grad` holds forward names (no @GRAD); with `inputs` it gains the
@@ -90,7 +102,7 @@ def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
             wanted = output_names & set(op.output_arg_names)
             sub_paths[sub_block.idx] = sub_block_path(sub_block, op, set(), sub_paths, wanted)
         if any(n in output_names for n in op.output_arg_names) and _has_grad(op, i):
-            output_names.update(n for n in op.input_arg_names if n not in no_grad)
+            output_names.update(n for n in _edge_inputs(op, stop_edges) if n not in no_grad)
         else:
             relevant[i] = False
     if is_while:
