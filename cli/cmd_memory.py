@@ -92,9 +92,11 @@ def append_with_checkpoints(prog, loss: str, checkpoints: str | None, memory_bud
 @click.option("--memory-budget", metavar="BYTES", help="With --checkpoints auto: the fewest recomputed "
                                                       "ops whose peak fits (4096, 64KiB, 1.5MB, ...).")
 @click.option("--no-grad", "no_grad", multiple=True, help="With --loss: a var that gets no gradient.")
+@click.option("--saved", is_flag=True, help="List the forward values the backward section reads "
+                                            "(what must stay in memory), per backward op.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
-def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, as_json):
+def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, saved, as_json):
     """Peak activation memory of PROGRAM by static liveness (block 0, op order).
 
     A var is live from its first write to its last read; every -1 dim counts
@@ -102,6 +104,9 @@ def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, 
     --loss, PROGRAM is a forward program: the report is for its backward
     section, and --checkpoints shows what recompute would save.
     """
+    if saved:
+        _print_saved(program, batch, as_json)
+        return
     if batch < 1:
         raise pybackward.ArgumentError(f"--batch must be at least 1, not {batch}")
     prog = pybackward.load(program)
@@ -144,3 +149,18 @@ def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, 
 
 def _indent(s: str) -> str:
     return "\n".join("  " + line for line in s.splitlines())
+
+
+def _print_saved(program: str, batch: int, as_json: bool) -> None:
+    import json
+    from pybackward.memory import human
+    from pybackward.residuals import saved_residuals
+    rows = saved_residuals(pybackward.load(program), batch)
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in rows]))
+        return
+    total = sum(r.bytes or 0 for r in rows)
+    click.echo(f"{len(rows)} forward values are read by the backward section ({human(total)} at batch {batch}):")
+    for r in rows:
+        size = human(r.bytes) if r.bytes is not None else "?"
+        click.echo(f"  {r.name:<36} {size:>10}  read by {', '.join(r.readers)}")

@@ -275,3 +275,20 @@ def test_append_with_checkpoints_helper_for_the_append_command():
                                            echo=said.append, no_grad_set={"fc_2.w_0"})
     assert names and "budget 40.0 KiB: fits" in said[0]
     assert "fc_2.w_0" not in [p.name for p, _ in pairs]
+
+
+def test_saved_residuals_are_the_forward_values_the_backward_reads():
+    import json
+    import subprocess
+    import sys
+    from pybackward.residuals import saved_residuals
+    prog = pybackward.load(PROGRAMS / "fit_a_line" / "backward.pb")
+    rows = {r.name: r for r in saved_residuals(prog, batch_size=4)}
+    # mul_grad reads x, elementwise_add_grad fc_0.tmp_0, sub_grad fc_0.tmp_1 and y, square_grad ..tmp_0,
+    # reduce_mean_grad ..tmp_1; parameters are not residuals.
+    assert set(rows) == {"x", "y", "fc_0.tmp_0", "fc_0.tmp_1", "square_error_cost_0.tmp_0",
+                         "square_error_cost_0.tmp_1"}
+    assert rows["x"].bytes == 4 * 13 * 4 and any("mul_grad" in r for r in rows["x"].readers)
+    r = subprocess.run([sys.executable, "-m", "pybackward_cli.main", "stats", "--saved", "--json", "--batch", "4",
+                        str(PROGRAMS / "fit_a_line" / "backward.pb")], capture_output=True, text=True)
+    assert r.returncode == 0 and {row["name"] for row in json.loads(r.stdout)} == set(rows)
