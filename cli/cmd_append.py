@@ -77,6 +77,9 @@ def _compare_golden(prog, expect: str, update: bool, label: str, as_json: bool):
                    "memory fits (4096, 64KiB, 1.5MB, 2GiB).")
 @click.option("--batch", type=int, default=1, show_default=True,
               help="With --checkpoints auto: the size of every -1 dim in the memory estimate.")
+@click.option("--verify", is_flag=True,
+              help="Check the result: every grad var has its forward var's shape and dtype, every grad op "
+                   "uses only its registered slots (exit 1 if not).")
 @click.option("--json", "as_json", is_flag=True, help="Print the (param, grad) pairs (and any comparison) as JSON.")
 @click.option("--in-place", is_flag=True, help="Overwrite IN (a backup IN~ is kept until the new file is complete).")
 @click.option("--out-dir", "out_dir", metavar="DIR", type=click.Path(file_okay=False),
@@ -90,7 +93,7 @@ def _compare_golden(prog, expect: str, update: bool, label: str, as_json: bool):
 @run_options
 @click.argument("paths", metavar="IN [OUT] | IN... --out-dir DIR", nargs=-1, type=click.Path(dir_okay=False))
 @handle_errors
-def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, batch, as_json, in_place,
+def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, batch, verify, as_json, in_place,
            out_dir, expect, update, run_after, startup, params, feeds_npz, feed_items, check_nan, paths):
     """Append the backward section of --loss to IN and write OUT.
 
@@ -110,6 +113,9 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
         pairs, used[id(prog)] = append_with_checkpoints(
             prog, loss, checkpoints, memory_budget, batch, parameter_list=list(parameters) or None,
             no_grad_set=set(no_grad) or None, aggregation=aggregation)
+        if verify:
+            from pybackward.backward.verify import check_backward
+            check_backward(prog)
         return pairs
 
     def rows_of(pairs):

@@ -15,6 +15,7 @@ import pytest
 import pybackward
 from conftest import PROGRAMS, case_json
 from golden import dedupe_attrs, diff_programs, replay, variants
+from pybackward.backward.verify import verify_backward
 
 #: Why some outputs differ from Paddle's bytes on purpose: Paddle 3.3.1 writes
 #: some reshape2 attrs twice (mkldnn_data_type, use_quantizer); its parser keeps
@@ -43,6 +44,7 @@ def test_backward_matches_paddle(case, variant):
     gold = pybackward.load(PROGRAMS / case / spec["file"])
     problems = diff_programs(prog, gold)
     assert not problems, "\n".join(problems[:20])
+    assert verify_backward(prog) == []
     for call, got in zip(calls, results):
         assert got == call["returned"]
     for call, log in zip(calls, cb_logs):

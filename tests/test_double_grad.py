@@ -53,3 +53,20 @@ def test_double_grad_slots_are_paddles(grad_type):
     assert dict(sorted(g.inputs.items())) == dict(sorted(want_ins.items()))
     assert dict(sorted(g.outputs.items())) == dict(sorted(want_outs.items()))
     assert registry.get(gg_type).grad_of == grad_type and registry.get(gg_type).kernel is not None
+
+PADDLE_MORE = {
+    "reshape2_grad": ({"XShape": ["xs"], "Out@GRAD": ["o@GRAD"]}, {"X@GRAD": ["x@GRAD"]},
+                      "reshape2_grad_grad", {"DDX": ["x@GRAD@GRAD"], "DOut": ["o@GRAD"]},
+                      {"DDOut": ["o@GRAD@GRAD"]}),
+    "reduce_mean_grad": ({"X": ["x"], "Out@GRAD": ["o@GRAD"]}, {"X@GRAD": ["x@GRAD"]},
+                         "reduce_mean", {"X": ["x@GRAD@GRAD"]}, {"Out": ["o@GRAD@GRAD"]}),
+}
+
+
+@pytest.mark.parametrize("grad_type", sorted(PADDLE_MORE))
+def test_more_double_grad_slots_are_paddles(grad_type):
+    ins, outs, gg_type, want_ins, want_outs = PADDLE_MORE[grad_type]
+    fwd = FwdOp(grad_type, ins, outs, encode_attrs({"dim": [1], "keep_dim": False}), frozenset())
+    (g,) = registry.get(grad_type).make_grad(fwd)
+    assert (g.type, dict(sorted(g.inputs.items())), dict(sorted(g.outputs.items()))) == \
+        (gg_type, dict(sorted(want_ins.items())), dict(sorted(want_outs.items())))

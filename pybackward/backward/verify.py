@@ -7,14 +7,14 @@ check catches a registry entry or a hand-edited file that breaks the rule.
 """
 from __future__ import annotations
 
-from ..errors import PyBackwardError, where
+from ..errors import CheckFailedError, where
 from ..ops import registry
 from ..program import OP_ROLE_ATTR, Program
 from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
 
 
-class VerificationError(PyBackwardError):
-    """The backward section breaks a rule the pass guarantees."""
+class VerificationError(CheckFailedError):
+    """The backward section breaks a rule the pass guarantees (a failed check: exit 1)."""
 
 
 def verify_backward(program: Program) -> list[str]:

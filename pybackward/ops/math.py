@@ -417,10 +417,18 @@ def _reduce_samples(kind):
 _REDUCE = {"reduce_sum": (np.sum, ("X",)), "reduce_mean": (np.mean, ("X",)),
            "reduce_max": (np.max, ("X", "Out")), "reduce_min": (np.min, ("X", "Out")),
            "reduce_prod": (np.prod, ("X", "Out"))}
+def _reduce_mean_grad_grad(fwd: FwdOp) -> list[GradOp]:
+    """reduce_mean_grad is linear in Out@GRAD, so its grad is a reduce_mean of
+    the incoming X@GRAD@GRAD over the same dims (Paddle 3.3.1 emits exactly that)."""
+    return [GradOp("reduce_mean", {"X": [n + "@GRAD" for n in fwd.output("X@GRAD")]},
+                   {"Out": fwd.grads_of(fwd.input("Out@GRAD"))}, fwd.attrs_desc, {})]
+
+
 for _name, (_fn, _reads) in _REDUCE.items():
     register(OpDef(type=_name, inputs=("X",), outputs=("Out",), kernel=_reduce_kernel(_name, _fn),
                    grad=GradSpec(f"{_name}_grad", _reads + ("Out@GRAD",), ("X@GRAD",),
-                                 kernel=_reduce_grad_kernel(_name)),
+                                 kernel=_reduce_grad_kernel(_name),
+                                 grad=_reduce_mean_grad_grad if _name == "reduce_mean" else None),
                    samples=_reduce_samples(_name[7:]), attrs_handled=("dim", "keep_dim", "reduce_all", "out_dtype"),
                    doc=f"{_name[7:]} of X over `dim` (all dims with reduce_all or dim=[])"))
 

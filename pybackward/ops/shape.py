@@ -16,9 +16,15 @@ def _reshape_like_xshape(c: Call):
     return {"X@GRAD": np.reshape(c.x("Out@GRAD"), shape_from_xshape(c.x("XShape")))}
 
 
-def _xshape_grad(name: str, extra_inputs: tuple[str, ...] = ()) -> GradSpec:
+def _xshape_grad(name: str, extra_inputs: tuple[str, ...] = (), grad: GradSpec | None = None) -> GradSpec:
     return GradSpec(f"{name}_grad", ("XShape", "Out@GRAD") + extra_inputs, ("X@GRAD",),
-                    kernel=_reshape_like_xshape)
+                    kernel=_reshape_like_xshape, grad=grad)
+
+
+#: reshape2_grad's grad (Paddle 3.3.1): DDOut = DDX reshaped like DOut.
+_RESHAPE2_GRAD_GRAD = GradSpec(
+    "reshape2_grad_grad", ("DDX=X@GRAD@GRAD", "DOut=Out@GRAD"), ("DDOut=Out@GRAD@GRAD",),
+    kernel=lambda c: {"DDOut": np.reshape(c.x("DDX"), np.shape(c.x("DOut")))} if c.wants("DDOut") else {})
 
 
 def _samples(rng, shape, *attr_sets, **extra):
@@ -67,7 +73,8 @@ def _reshape2(c: Call):
 
 register(OpDef(
     type="reshape2", inputs=("X", "Shape", "ShapeTensor"), outputs=("Out", "XShape"), kernel=_reshape2,
-    grad=_xshape_grad("reshape2"), intermediate_outputs=("XShape",), attrs_handled=("shape",),
+    grad=_xshape_grad("reshape2", grad=_RESHAPE2_GRAD_GRAD), intermediate_outputs=("XShape",),
+    attrs_handled=("shape",),
     samples=lambda rng: _samples(rng, (3, 4), {"shape": [0, 2, -1]}, {"shape": [12]}) + [
         Sample({"X": [rng.standard_normal((2, 6))], "Shape": [np.array([3, -1], np.int32)]}, {"shape": [1]},
                note="Shape tensor")],
