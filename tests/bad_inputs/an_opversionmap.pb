@@ -1,0 +1,3 @@
+
+
+elementwise_add
