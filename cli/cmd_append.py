@@ -16,13 +16,21 @@ from .running import execute, load_arrays, run_options
 
 
 def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
-    """Write atomically to OUT (or over SRC with --in-place, keeping SRC~ until done)."""
-    import shutil
+    """Write atomically to OUT (or over SRC with --in-place, keeping SRC~ until done).
+
+    The backup is itself written atomically (a kill leaves no partial IN~), and
+    is removed only once the new IN is complete.
+    """
+    from pathlib import Path
+    from pybackward.io import write_atomic
     if in_place:
         if out:
             raise pybackward.ArgumentError("give OUT or --in-place, not both")
         backup = src + "~"
-        shutil.copy2(src, backup)
+        try:
+            write_atomic(backup, Path(src).read_bytes())
+        except OSError as e:
+            raise pybackward.OutputError(f"{backup}: cannot write the backup: {e.strerror or e}") from None
         pybackward.save(prog, src)
         os.unlink(backup)
         return src
@@ -130,6 +138,14 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
     src, out = _single_paths(paths, in_place, expect)
     prog = pybackward.load(src)
     pairs = compute(prog)
+    arrays = None
+    if run_after:  # read (and so check) the arrays before anything is written
+        here = Path(src).parent
+        if not params and not startup and (here / "params.npz").exists():
+            params = (str(here / "params.npz"),)
+        if not feeds_npz and not feed_items and (here / "feeds.npz").exists():
+            feeds_npz = (str(here / "feeds.npz"),)
+        arrays = load_arrays(params, feeds_npz, feed_items)
     written = _write_output(prog, out, in_place, src) if (out or in_place) else None
     rows = rows_of(pairs)
     failure = None
@@ -150,13 +166,8 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
         click.echo(json.dumps(doc))
     if failure:
         raise pybackward.CheckFailedError(failure)
-    if run_after:
-        here = Path(src).parent
-        if not params and not startup and (here / "params.npz").exists():
-            params = (str(here / "params.npz"),)
-        if not feeds_npz and not feed_items and (here / "feeds.npz").exists():
-            feeds_npz = (str(here / "feeds.npz"),)
-        p, f = load_arrays(params, feeds_npz, feed_items)
+    if arrays is not None:
+        p, f = arrays
         execute(prog, startup, p, f, [loss] + [g for _, g in rows if g], check_nan, None)
 
 

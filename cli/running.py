@@ -10,18 +10,28 @@ def load_arrays(params, feeds_npz, feed_items) -> tuple[dict, dict]:
     """--params P.npz, --feeds F.npz and --feed name=file.npy, as name -> array."""
     import numpy as np
     params_d, feeds_d = {}, {}
-    try:
-        for p in params:
-            params_d.update(np.load(p))
-        for f in feeds_npz:
-            feeds_d.update(np.load(f))
-        for item in feed_items:
-            name, sep, path = item.partition("=")
-            if not sep:
-                raise pybackward.ArgumentError(f"--feed takes name=file.npy, not {item!r}")
-            feeds_d[name] = np.load(path)
-    except (OSError, ValueError) as e:
-        raise pybackward.ArgumentError(f"cannot read arrays: {e}") from None
+
+    def read(path):
+        try:
+            return np.load(path)
+        except Exception as e:  # OSError, ValueError, zipfile.BadZipFile, pickle refusals, ...
+            raise pybackward.ArgumentError(f"{path}: cannot read arrays: {type(e).__name__}: {e}") from None
+
+    def items(path):
+        arrays = read(path)
+        try:
+            return dict(arrays)
+        except Exception as e:
+            raise pybackward.ArgumentError(f"{path}: cannot read arrays: {type(e).__name__}: {e}") from None
+    for p in params:
+        params_d.update(items(p))
+    for f in feeds_npz:
+        feeds_d.update(items(f))
+    for item in feed_items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise pybackward.ArgumentError(f"--feed takes name=file.npy, not {item!r}")
+        feeds_d[name] = read(path)
     return params_d, feeds_d
 
 

@@ -52,7 +52,9 @@ def to_numpy(data_type: int) -> np.dtype:
     try:
         return _TO_NUMPY[data_type]
     except KeyError:
-        raise KeyError(f"data type {type_name(data_type)} has no NumPy equivalent") from None
+        from .errors import UnsupportedDtypeError
+        raise UnsupportedDtypeError(f"data type {type_name(data_type)} has no NumPy equivalent; "
+                                    "the interpreter cannot hold its values") from None
 
 
 def from_any(dtype) -> int:

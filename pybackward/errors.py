@@ -40,6 +40,18 @@ class ExecutionError(PyBackwardError):
     an attribute value a kernel does not handle, NaN/Inf when checked."""
 
 
+class OutputError(PyBackwardError):
+    """An output file could not be written (missing directory, disk full,
+    no permission); nothing partial is left behind."""
+
+
+class UnsupportedDtypeError(ExecutionError, KeyError):
+    """A data type NumPy cannot hold (bfloat16, fp8, SIZE_T)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class CheckFailedError(PyBackwardError):
     """A gradient check or golden comparison found a difference (exit 1)."""
 

@@ -165,6 +165,10 @@ class Executor:
                 raise ExecutionError(f"{where(program.source, 0, var=name)}: fed, but the program "
                                      "declares no such variable")
             arr = np.asarray(value)
+            try:
+                var.dtype
+            except PyBackwardError as e:
+                raise ExecutionError(f"{where(program.source, 0, var=name)}: {e}") from None
             if var.dtype is not None and arr.dtype != var.dtype:
                 if not np.can_cast(arr.dtype, var.dtype, casting="same_kind") or \
                         (arr.dtype.kind != var.dtype.kind):
@@ -279,10 +283,12 @@ class Executor:
                 res = step.kernel(Call(step.op_type, ins, step.attrs, step.outs, rng, env))
             except PyBackwardError as e:
                 raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type)}: {e}") from None
-            except (ValueError, IndexError, TypeError, FloatingPointError, KeyError) as e:
-                shapes = {s: [np.shape(v) for v in vs] for s, vs in ins.items()}
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:  # MemoryError included: one clear line, never a traceback
                 raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type)}: "
-                                     f"kernel failed on inputs {shapes}: {type(e).__name__}: {e}") from None
+                                     f"kernel failed on inputs {_shapes(ins)}: {type(e).__name__}: "
+                                     f"{str(e)[:300]}") from None
             for slot, recs in step.out_items:
                 val = res.get(slot)
                 if val is None:
@@ -322,6 +328,20 @@ class Executor:
                         owner.vars[n] = v
             if track:
                 self.peak_bytes = max(self.peak_bytes, scope_bytes(scope, root))
+
+
+def _shapes(ins: dict) -> dict:
+    """Input shapes for an error message (never fails itself)."""
+    out = {}
+    for slot, vals in ins.items():
+        shapes = []
+        for v in vals:
+            try:
+                shapes.append(tuple(np.shape(v)) if not isinstance(v, list) else f"array[{len(v)}]")
+            except Exception:
+                shapes.append("?")
+        out[slot] = shapes
+    return out
 
 
 def _root_of(scope: Scope) -> Scope:

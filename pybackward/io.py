@@ -19,7 +19,7 @@ from google.protobuf import text_format
 
 from ._gc import paused_gc
 from ._proto import framework_pb2 as pb
-from .errors import ArgumentError, ProgramFileError
+from .errors import ArgumentError, OutputError, ProgramFileError
 from .program import Program
 from .validate import validate
 
@@ -138,7 +138,10 @@ def save(program: Program, path: PathLike, text: bool | None = None) -> None:
     if not isinstance(program, Program):
         raise ArgumentError(f"save() takes a Program, not {type(program).__name__}")
     data = dumps(program, is_text_path(path) if text is None else text)
-    write_atomic(path, data)
+    try:
+        write_atomic(path, data)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
 def write_atomic(path: PathLike, data: bytes) -> None:

@@ -600,6 +600,29 @@ class Program:
         """Rebuild every view after direct edits of `desc`."""
         self.blocks = [Block(self, b) for b in self.desc.blocks]
 
+    def rebind(self) -> None:
+        """Point the existing views at `desc` again after it was replaced as a
+        whole (a failed pass restoring its copy): Block and Variable objects
+        users hold stay valid; blocks and vars that no longer exist are dropped."""
+        n = len(self.desc.blocks)
+        del self.blocks[n:]
+        for i, bdesc in enumerate(self.desc.blocks):
+            if i >= len(self.blocks):
+                self.blocks.append(Block(self, bdesc))
+                continue
+            b = self.blocks[i]
+            b.desc = bdesc
+            old = b._vars
+            b._vars = {}
+            for vd in bdesc.vars:
+                v = old.get(vd.name)
+                if v is None:
+                    v = Variable(b, vd)
+                else:
+                    v.desc = vd
+                b._vars.setdefault(vd.name, v)
+            b.ops = [Operator(b, d) for d in bdesc.ops]
+
     def __repr__(self) -> str:
         n_ops = sum(len(b.ops) for b in self.blocks)
         return f"Program({self.source or '<memory>'}: {len(self.blocks)} blocks, {n_ops} ops)"

@@ -17,6 +17,16 @@ same facts, mostly without checking them):
   vars, so this holds for everything Paddle writes. Pass
   `check_vars=False` to load files from tools that are looser.
 
+* every required field is present and every enum value is one the schema
+  defines (protobuf keeps unknown enum values aside, leaving the field unset);
+  names are UTF-8 text;
+* dims are sane: each below 2**40 and their product below 2**62;
+* blocks nest at most MAX_NESTING deep (deeper programs would exhaust
+  Python's recursion in the pass and the interpreter);
+* the attrs the framework itself reads have their types: `sub_block` is a
+  BLOCK, `op_role` an INT, `op_role_var` / `op_callstack` STRINGS,
+  `op_device` / `op_namescope` STRING.
+
 All checks are linear in the size of the program.
 """
 from __future__ import annotations
@@ -26,6 +36,14 @@ from . import dtypes
 from .errors import ProgramFileError, where
 
 EMPTY_VAR_NAME = "@EMPTY@"
+MAX_NESTING = 200
+MAX_DIM = 2**40
+MAX_ELEMENTS = 2**62
+_FRAMEWORK_ATTR_TYPES = {
+    "sub_block": pb.AttrType.BLOCK, "op_role": pb.AttrType.INT, "op_role_var": pb.AttrType.STRINGS,
+    "op_callstack": pb.AttrType.STRINGS, "op_device": pb.AttrType.STRING,
+    "op_namescope": pb.AttrType.STRING,
+}
 
 
 def validate(desc: pb.ProgramDesc, source: str | None = None, check_vars: bool = True) -> None:
@@ -34,28 +52,132 @@ def validate(desc: pb.ProgramDesc, source: str | None = None, check_vars: bool =
     if n == 0:
         raise ProgramFileError(f"{where(source) or '<bytes>'}: not a program: it has no blocks "
                                "(an empty file, or a protobuf message of another kind)")
+    _check_initialized(desc, source)
     _check_blocks(desc, source)
     declared = [set() for _ in range(n)]
     for b in desc.blocks:
         names = declared[b.idx]
         for v in b.vars:
+            _check_text(v.name, "a var name", (b.idx,), source)
             if v.name in names:
                 raise ProgramFileError(f"{where(source, b.idx, var=v.name)}: variable declared twice")
             names.add(v.name)
             _check_var(v, b.idx, source)
+    scope = _Scopes(desc, declared) if check_vars else None
     for b in desc.blocks:
-        visible = _visible_blocks(desc, b.idx)
         for i, op in enumerate(b.ops):
             _check_op_blocks(op, b.idx, i, n, source)
-            if check_vars:
+            _check_op_names_and_attrs(op, b.idx, i, source)
+            if scope is not None:
                 for vars_ in (op.inputs, op.outputs):
                     for slot in vars_:
                         for arg in slot.arguments:
-                            if arg == EMPTY_VAR_NAME or any(arg in declared[j] for j in visible):
+                            if arg == EMPTY_VAR_NAME or scope.visible(arg, b.idx):
                                 continue
                             raise ProgramFileError(
                                 f"{where(source, b.idx, i, op.type, arg)}: slot '{slot.parameter}' "
                                 "names a variable that no visible block declares")
+
+
+class _Scopes:
+    """Which vars an op may name, answered in O(1) per lookup: a var is visible
+    in block b if a block declaring it is b or an ancestor of b (or of b's
+    forward block, for a grad block). Ancestry is tested with DFS entry/exit
+    times over the parent tree, so validation stays linear however deep
+    blocks nest."""
+
+    def __init__(self, desc: pb.ProgramDesc, declared: list[set[str]]):
+        n = len(desc.blocks)
+        children: list[list[int]] = [[] for _ in range(n)]
+        for b in desc.blocks[1:]:
+            children[b.parent_idx].append(b.idx)
+        self.tin, self.tout = [0] * n, [0] * n
+        clock, stack = 0, [(0, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                self.tout[node] = clock
+                clock += 1
+                continue
+            self.tin[node] = clock
+            clock += 1
+            stack.append((node, True))
+            stack.extend((c, False) for c in children[node])
+        self.where: dict[str, list[int]] = {}
+        for idx, names in enumerate(declared):
+            for name in names:
+                self.where.setdefault(name, []).append(idx)
+        self.fwd = [b.forward_block_idx for b in desc.blocks]
+
+    def _under(self, anc: int, b: int) -> bool:
+        return self.tin[anc] <= self.tin[b] and self.tout[b] <= self.tout[anc]
+
+    def visible(self, name: str, b: int) -> bool:
+        blocks = self.where.get(name)
+        if not blocks:
+            return False
+        f = self.fwd[b]
+        return any(self._under(d, b) or (f != -1 and self._under(d, f)) for d in blocks)
+
+
+def _check_initialized(desc: pb.ProgramDesc, source: str | None) -> None:
+    """Required fields present; an enum value the schema does not define leaves its field unset."""
+    if desc.IsInitialized():
+        return
+    missing = desc.FindInitializationErrors()
+    first = missing[0]
+    loc = _locate(desc, first)
+    attr = _attr_name(desc, first)
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    raise ProgramFileError(f"{where(source, *loc)}: {f'attr {attr!r}: ' if attr else ''}required field "
+                           f"'{first.split('.')[-1]}' is missing or holds a value the schema does not "
+                           f"define (at {first}){more}")
+
+
+def _attr_name(desc: pb.ProgramDesc, path: str) -> str | None:
+    import re
+    m = re.match(r"blocks\[(\d+)\]\.ops\[(\d+)\]\.attrs\[(\d+)\]", path)
+    if not m:
+        return None
+    name = desc.blocks[int(m.group(1))].ops[int(m.group(2))].attrs[int(m.group(3))].name
+    return name if isinstance(name, str) and name else None
+
+
+def _locate(desc: pb.ProgramDesc, path: str) -> tuple:
+    """(block, op index, op type, var) for an initialization-error path like blocks[0].vars[3].type."""
+    import re
+    m = re.match(r"blocks\[(\d+)\](?:\.(vars|ops)\[(\d+)\])?", path)
+    if not m:
+        return ()
+    b = int(m.group(1))
+    if m.group(2) == "vars":
+        v = desc.blocks[b].vars[int(m.group(3))]
+        return (b, None, None, v.name if isinstance(v.name, str) and v.name else f"#{m.group(3)}")
+    if m.group(2) == "ops":
+        i = int(m.group(3))
+        return (b, i, desc.blocks[b].ops[i].type or None)
+    return (b,)
+
+
+def _check_text(value, what: str, loc: tuple, source: str | None) -> None:
+    if not isinstance(value, str):
+        raise ProgramFileError(f"{where(source, *loc)}: {what} is not UTF-8 text: {value!r}")
+
+
+def _check_op_names_and_attrs(op: pb.OpDesc, block: int, i: int, source: str | None) -> None:
+    _check_text(op.type, "op type", (block, i), source)
+    for vars_ in (op.inputs, op.outputs):
+        for slot in vars_:
+            _check_text(slot.parameter, "slot name", (block, i, op.type), source)
+            for a in slot.arguments:
+                _check_text(a, f"an argument of slot '{slot.parameter}'", (block, i, op.type), source)
+    for a in op.attrs:
+        _check_text(a.name, "attr name", (block, i, op.type), source)
+        want = _FRAMEWORK_ATTR_TYPES.get(a.name)
+        if want is not None and a.type != want:
+            raise ProgramFileError(
+                f"{where(source, block, i, op.type)}: attr '{a.name}' must be "
+                f"{pb.AttrType.Name(want)}, not {pb.AttrType.Name(a.type)}")
 
 
 def _check_blocks(desc: pb.ProgramDesc, source: str | None) -> None:
@@ -84,20 +206,22 @@ def _check_blocks(desc: pb.ProgramDesc, source: str | None) -> None:
             chain.append(j)
             j = desc.blocks[j].parent_idx
         reaches_root.update(chain)
+    depth = [0] * n
+    for i in range(1, n):
+        # parents come before children in Paddle's files; fall back to a walk otherwise
+        p = desc.blocks[i].parent_idx
+        depth[i] = depth[p] + 1 if p < i else _depth(desc, i)
+        if depth[i] > MAX_NESTING:
+            raise ProgramFileError(f"{where(source, i)}: blocks nest {depth[i]} deep; pybackward supports "
+                                   f"at most {MAX_NESTING} levels")
 
 
-def _visible_blocks(desc: pb.ProgramDesc, idx: int) -> list[int]:
-    """The blocks whose vars an op in block `idx` may name."""
-    out: list[int] = []
-    starts = [idx]
-    fwd = desc.blocks[idx].forward_block_idx
-    if fwd != -1:
-        starts.append(fwd)
-    for j in starts:
-        while j != -1 and j not in out:
-            out.append(j)
-            j = desc.blocks[j].parent_idx
-    return out
+def _depth(desc: pb.ProgramDesc, i: int) -> int:
+    d = 0
+    while i != 0:
+        i = desc.blocks[i].parent_idx
+        d += 1
+    return d
 
 
 def _check_var(v: pb.VarDesc, block: int, source: str | None) -> None:
@@ -109,10 +233,19 @@ def _check_var(v: pb.VarDesc, block: int, source: str | None) -> None:
                                "var without its tensor description")
     sub = getattr(v.type, field)
     t = sub if field == "selected_rows" else sub.tensor
+    elements = 1
     for d in t.dims:
         if d < -1:
             raise ProgramFileError(f"{where(source, block, var=v.name)}: dimension {d} is negative "
                                    f"(dims {list(t.dims)}; only -1, for an unknown size, may be)")
+        if d > MAX_DIM:
+            raise ProgramFileError(f"{where(source, block, var=v.name)}: dimension {d} is absurd "
+                                   f"(dims {list(t.dims)}; at most {MAX_DIM})")
+        if d > 0:
+            elements *= d
+    if elements > MAX_ELEMENTS:
+        raise ProgramFileError(f"{where(source, block, var=v.name)}: dims {list(t.dims)} hold more than "
+                               f"2**62 elements")
 
 
 def _check_op_blocks(op: pb.OpDesc, block: int, i: int, n: int, source: str | None) -> None:

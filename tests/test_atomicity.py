@@ -115,13 +115,6 @@ def test_sigkill_at_random_moments(mode, large, tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         if mode == "in_place":
-            backup = src.with_name("in.pb~")
-            if backup.exists() and backup.read_bytes() != large["forward"] \
-                    and large["forward"].startswith(backup.read_bytes()):
-                # Known gap (BACKUP_BUG, strict xfail below): killed while copying IN to IN~.
-                assert src.read_bytes() == large["forward"]
-                states["old + partial IN~ (known bug)"] = states.get("old + partial IN~ (known bug)", 0) + 1
-                continue
             state = _check_in_place(src, large["forward"], large["new"])
         else:
             state = _check_out(out, before, large["new"])
@@ -181,13 +174,11 @@ cli(args, prog_name="pybackward")
 KILLED = (-signal.SIGKILL, -signal.SIGXFSZ)
 
 OUT_POINTS = {"temp_half_written": "old", "before_fsync": "old", "before_rename": "old", "after_rename": "new"}
-IN_PLACE_POINTS = {"temp_half_written": "old + IN~", "before_rename": "old + IN~",
-                   "after_rename": "new + IN~", "before_backup_removed": "new + IN~"}
-BACKUP_BUG = ("cli/cmd_append.py _write_output (--in-place) makes the backup with "
-              "shutil.copy2(src, src + '~'), which writes IN~ in place: a kill during the copy "
-              "leaves a partial IN~ (half of the old bytes) beside the intact IN. Expected: a "
-              "left-over IN~ always holds the old bytes - write the backup atomically (copy to a "
-              "temporary name, fsync, rename to IN~) or hard-link IN to IN~ before replacing IN")
+# --in-place writes the backup IN~ atomically first (its own temp file and rename), then
+# the new IN, then removes IN~: the first rename is the backup's.
+IN_PLACE_POINTS = {"temp_half_written": "old + IN~", "before_rename": "old",
+                   "after_rename": "old + IN~", "before_backup_removed": "new + IN~",
+                   "backup_half_copied": "old"}
 
 
 def _small_program(tmp: Path) -> tuple[bytes, bytes]:
@@ -228,8 +219,7 @@ def test_sigkill_at_each_write_step(point, had_old, small, tmp_path):
     record("faults: fatal fault injected at a write step")
 
 
-@pytest.mark.parametrize("point", list(IN_PLACE_POINTS) + [
-    pytest.param("backup_half_copied", marks=pytest.mark.xfail(strict=True, reason=BACKUP_BUG))])
+@pytest.mark.parametrize("point", list(IN_PLACE_POINTS))
 def test_sigkill_in_place_at_each_step(point, small, tmp_path):
     forward, new = small
     src = tmp_path / "in.pb"
@@ -239,7 +229,7 @@ def test_sigkill_in_place_at_each_step(point, small, tmp_path):
     assert len(new) > len(forward)
     _run_fault(point, limit, "append", "--loss", "loss", "--in-place", str(src))
     record("faults: fatal fault injected at an --in-place step")
-    assert _check_in_place(src, forward, new) == IN_PLACE_POINTS.get(point, "old + IN~")
+    assert _check_in_place(src, forward, new) == IN_PLACE_POINTS[point]
 
 
 # --------------------------------------------------------------------------
@@ -303,11 +293,6 @@ def test_save_fault_keeps_the_old_file(point, had_old, tmp_path, monkeypatch):
     record("faults: exceptions injected in save")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pybackward/io.py write_atomic re-raises OSError (disk full, permission denied, a missing "
-    "directory) as is: it is not a PyBackwardError, so the CLI's handle_errors does not catch it "
-    "and `append`/`convert` end in a traceback (exit 1). Expected: ProgramFileError naming the "
-    "output path and the reason (exit 2)"))
 @pytest.mark.parametrize("point", ["mkstemp", "write", "fsync", "rename"])
 def test_save_fault_is_a_pybackward_error(point, tmp_path, monkeypatch):
     prog = pybackward.load(PROGRAMS / "fit_a_line" / "forward.pb")
@@ -353,15 +338,6 @@ def test_append_backward_is_all_or_nothing(case):
     record("faults: failures injected into append_backward", len(seen))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pybackward/backward/api.py _all_or_nothing restores a failed call with "
-    "program.desc.CopyFrom(saved) + program.sync(), which replaces every Block/Variable view: "
-    "Variables the caller got before the call now point at a detached block. Retrying "
-    "append_backward(loss) with the same Variable then writes op_role=256 to the detached "
-    "loss op, returns (param, None) for every parameter and leaves op_role_var empty "
-    "(fit_a_line: 3 differences from Paddle's output). Expected: views stay valid after a "
-    "rollback (restore in place, e.g. truncate the added ops/vars/blocks and re-point the "
-    "existing Block objects), so the retry equals testdata's backward.pb"))
 def test_variables_stay_usable_after_a_failed_append():
     prog = pybackward.load(PROGRAMS / "fit_a_line" / "forward.pb")
     loss = prog.var("mean_0.tmp_0")

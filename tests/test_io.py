@@ -111,7 +111,7 @@ def test_save_is_atomic_when_serialisation_fails(tmp_path, monkeypatch):
             raise OSError("disk full")
 
     monkeypatch.setattr(io.os, "fdopen", lambda fd, mode: Exploding(real_fdopen(fd, mode)))
-    with pytest.raises(OSError):
+    with pytest.raises(pybackward.OutputError, match="out.pb: cannot write: disk full"):
         pybackward.save(prog, target)
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.pb"]  # no temp file left

@@ -135,7 +135,7 @@ def _all_or_nothing(program: Program) -> Iterator[None]:
         program.desc.CopyFrom(saved)
         program.appending_grad_times = times
         program._unique_counters = counters
-        program.sync()
+        program.rebind()
         raise
     finally:
         pause.__exit__(None, None, None)
@@ -157,7 +157,7 @@ def _named_callback(cb):
     def call(block, context):
         try:
             cb(block=block, context=context)
-        except PyBackwardError:
+        except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:
             op = context.get("__current_op_desc__")
