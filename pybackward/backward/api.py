@@ -27,11 +27,11 @@ from typing import Any, Iterable, Iterator, Sequence
 from .. import dtypes
 from .._gc import paused_gc
 from .._proto import framework_pb2 as pb
-from ..errors import ArgumentError, PyBackwardError, VarNotFoundError, where
+from ..errors import ArgumentError, VarNotFoundError, where
 from ..ops.registry import fresh_op
 from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_ATTR, Block,
                        Operator, Program, Variable)
-from .emit import PaddleOpDesc, create_grad_vars, fill_op_desc  # noqa: F401
+from .emit import create_grad_vars, fill_op_desc
 from .grad_ops import PassState, append_backward_ops
 from .names import GRAD_SUFFIX, grad_name, is_grad_name, strip_grad_suffix
 from .path import find_op_path, stop_gradient_names, unused_outputs
@@ -260,14 +260,7 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
             keep_param_stop_gradient=keep_param_stop_gradient, aggregation=aggregation)
 
     with _all_or_nothing(program):
-        _as_paddle_parses(program, keep_param_stop_gradient)
-        loss_op.set_attr(OP_ROLE_ATTR, OP_ROLE_LOSS)
-        root = program.global_block()
-        program.appending_grad_times += 1
-        no_grad = stop_gradient_names(program)
-        no_grad[0].update(grad_name(n) for n in user_no_grad)
-        start = len(root.ops)
-        root.append_op_desc(_loss_grad_op(loss, loss_op))
+        root, no_grad, start = begin_append(program, loss, loss_op, user_no_grad, keep_param_stop_gradient)
         state = PassState(program, no_grad, {}, {}, cbs, AGGREGATIONS[aggregation])
         if stop_edges:
             _no_grad_for_non_floats(program, no_grad)
@@ -280,6 +273,23 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
         append_backward_ops(block, path, [loss], root, state, input_grad_names)
         grad_info = _finish(program, root, start, state, {}, ())
         return _params_and_grads(program, loss, params, grad_info)
+
+
+def begin_append(program: Program, loss: Variable, loss_op: Operator, user_no_grad: set[str],
+                 keep_param_stop_gradient: bool) -> tuple[Block, dict[int, set[str]], int]:
+    """The first steps of every append_backward (plain or with checkpoints):
+    Paddle's parse semantics, the loss op's role, the pass counter, the no-grad
+    names and the loss-grad fill. Returns (root block, no-grad names per block,
+    the index of the first op the pass appended)."""
+    _as_paddle_parses(program, keep_param_stop_gradient)
+    loss_op.set_attr(OP_ROLE_ATTR, OP_ROLE_LOSS)
+    root = program.global_block()
+    program.appending_grad_times += 1
+    no_grad = stop_gradient_names(program)
+    no_grad[0].update(grad_name(n) for n in user_no_grad)
+    start = len(root.ops)
+    root.append_op_desc(_loss_grad_op(loss, loss_op))
+    return root, no_grad, start
 
 
 def _bad_param(i: int, p: Any):

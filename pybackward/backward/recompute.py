@@ -64,13 +64,13 @@ from .._proto import framework_pb2 as pb
 from ..errors import ArgumentError, where
 from ..ops import registry
 from ..ops.registry import GradOp, fresh_op
-from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, Block, Operator, Program,
+from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Operator, Program,
                        Variable)
 from .accumulate import accumulate_repeated_outputs
 from .emit import emit, fill_op_desc
 from .grad_ops import PassState, _grad_to_var, _make_grads
 from .names import grad_name, strip_grad_suffix
-from .path import find_op_path, stop_gradient_names, unused_outputs
+from .path import find_op_path, unused_outputs
 from .prune import remove_no_grad_branch
 
 log = logging.getLogger("pybackward.recompute")
@@ -133,14 +133,7 @@ def append_backward_with_checkpoints(program: Program, loss: Variable, loss_op: 
         checkpoints = list(choice.checkpoints)
     wanted = checkpoint_names(program, checkpoints)
     with api._all_or_nothing(program):
-        api._as_paddle_parses(program, keep_param_stop_gradient)
-        loss_op.set_attr(OP_ROLE_ATTR, OP_ROLE_LOSS)
-        root = program.global_block()
-        program.appending_grad_times += 1
-        no_grad = stop_gradient_names(program)
-        no_grad[0].update(grad_name(n) for n in user_no_grad)
-        start = len(root.ops)
-        root.append_op_desc(api._loss_grad_op(loss, loss_op))
+        root, no_grad, start = api.begin_append(program, loss, loss_op, user_no_grad, keep_param_stop_gradient)
         state = PassState(program, no_grad, {}, {}, None, api.AGGREGATIONS[aggregation])
         block_no_grad = {strip_grad_suffix(n) for n in no_grad[0]}
         path = find_op_path(root, [loss], [], block_no_grad, state.sub_paths)
