@@ -138,7 +138,7 @@ class Operator:
     def idx(self) -> int:
         """Position of the op in its block (a scan: use in messages, not loops)."""
         for i, op in enumerate(self.block.ops):
-            if op.desc is self.desc or op.desc == self.desc:
+            if op.desc is self.desc:
                 return i
         return -1
 
@@ -434,16 +434,6 @@ class Block:
         v = Variable(self, desc)
         self._vars[name] = v
         return v
-
-    def remove_var(self, name: str) -> None:
-        if name not in self._vars:
-            return
-        del self._vars[name]
-        for i, v in enumerate(self.desc.vars):
-            if v.name == name:
-                del self.desc.vars[i]
-                break
-        self.sync()
 
     def all_parameters(self) -> list[Variable]:
         """The parameters declared in this block, in file order."""

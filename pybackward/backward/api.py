@@ -458,9 +458,4 @@ def _no_grad_for_non_floats(program: Program, no_grad: dict[int, set[str]]) -> N
                 no_grad[b.idx].add(grad_name(name))
 
 
-def is_backward_op(op: Operator) -> bool:
-    role = op.attr(OP_ROLE_ATTR, 0)
-    return isinstance(role, int) and bool(role & 1)
-
-
 __all__ = ["append_backward", "gradients", "calc_gradient", "is_grad_name"]

@@ -49,10 +49,6 @@ def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return g.reshape(shape)
 
 
-def as_dtype_of(value: np.ndarray, like: np.ndarray) -> np.ndarray:
-    return value.astype(like.dtype, copy=False) if value.dtype != like.dtype else value
-
-
 def normalize_axis(axis: int, ndim: int) -> int:
     return axis + ndim if axis < 0 else axis
 

@@ -652,8 +652,7 @@ def _check_while(op) -> None:
                 return
             if inner.sub_block is not None and 0 < inner.sub_block < len(program.blocks):
                 todo.append(inner.sub_block)
-    idx = next(i for i, o in enumerate(op.block.ops) if o.desc is op.desc)
-    raise ProgramFileError(f"{where(program.source, op.block.idx, idx, op.type, cond[0])}: the loop body "
+    raise ProgramFileError(f"{where(program.source, op.block.idx, op.idx, op.type, cond[0])}: the loop body "
                            f"(block {sub}) never writes its Condition, so the loop could never end")
 
 
