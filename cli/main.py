@@ -203,7 +203,9 @@ def coverage_totals_line(t: dict) -> str:
     return (f"{t['op_types']} op types: {t['with_maker']} with a grad maker, {t['equal']} equal to Paddle's "
             f"({t['differs']} differ, {t['unchecked']} unchecked), {t['empty']} empty makers, "
             f"{t['none']} without one, {t['sub_block']} sub-block; kernels: {t['kernels']} forward, "
-            f"{t['grad_kernels']} of {t['with_maker']} grad")
+            f"{t['grad_kernels']} of {t['with_maker']} grad; Paddle runs {t['cpu']} on CPU: "
+            f"{t['cpu_kernels']} with a forward kernel here, {t['cpu_grad_kernels']} of its "
+            f"{t['cpu_with_maker']} differentiable ones forward and backward")
 
 
 @cli.command(short_help='List the registered op types and what each supports.')
@@ -228,10 +230,12 @@ def ops(missing, coverage, records, as_json):
         if as_json:
             click.echo(json.dumps({"ops": rows, "totals": totals}))
             return
-        click.echo(f"{'op type':<44} {'family':<13} {'grad rule':<10} {'kernel':<6} grad kernel")
+        click.echo(f"{'op type':<44} {'family':<13} {'grad rule':<10} {'kernel':<6} {'grad kernel':<11} "
+                   "Paddle CPU")
         for r in rows:
             click.echo(f"{r['type']:<44} {r['family']:<13} {r['grad']:<10} "
-                       f"{'yes' if r['kernel'] else 'no':<6} {r['grad_kernel']}")
+                       f"{'yes' if r['kernel'] else 'no':<6} {r['grad_kernel']:<11} "
+                       f"{'yes' if r['paddle_cpu'] else 'no'}")
         click.echo(coverage_totals_line(totals))
         return
     if missing:

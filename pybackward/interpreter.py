@@ -26,6 +26,7 @@ from . import dtypes
 from .errors import ArgumentTypeError, ExecutionError, ExecutionLimitError, PyBackwardError, where
 from .backward.emit import find_var_desc
 from .ops import registry
+from .ops.paddle_data import paddle_runs_on_cpu
 from .ops.registry import EMPTY_VAR_NAME, Call
 from .program import Block, Program, Variable
 
@@ -239,9 +240,11 @@ class Executor:
         opdef = registry.find(op.type)
         if opdef is None or opdef.kernel is None:
             supported = sum(1 for d in registry.all_ops().values() if d.kernel is not None)
+            paddle_cpu = paddle_runs_on_cpu(op.type, opdef.grad_of if opdef is not None else None)
+            why = ("; Paddle 3.3.1 has no CPU kernel for this op either" if paddle_cpu is False else "")
             raise ExecutionError(
                 f"{where(block.program.source, block.idx, index, op.type)}: no kernel for op type "
-                f"'{op.type}' ({supported} op types have kernels; `pybackward ops` lists them)")
+                f"'{op.type}' ({supported} op types have kernels; `pybackward ops` lists them){why}")
         outs = op.outputs
         out_items = []
         for slot, names in outs.items():
