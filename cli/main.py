@@ -18,6 +18,7 @@ from pybackward.ops.control_flow import MAX_WHILE_STEPS
 
 from .progress import Progress, quiet_option
 from .running import execute as _execute, load_arrays as _load_arrays, ops_option, run_options as _run_options
+from .userpath import beside_hint, with_values_beside
 
 
 _CAUGHT: list[list[warnings.WarningMessage]] = []
@@ -176,8 +177,10 @@ def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_on
 @click.option("--program", "program", type=click.Path(dir_okay=False),
               help="For arrays: the program whose persistable vars a .pdiparams holds (default: the "
                    ".pdmodel beside it); writing a .pdiparams, its vars must be exactly these.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print what was written as JSON (arrays: name, dtype, shape; programs: blocks, ops, vars).")
 @handle_errors
-def convert(src, dst, program):
+def convert(src, dst, program, as_json):
     """Convert SRC to DST, each format told by its suffix.
 
     \b
@@ -190,13 +193,25 @@ def convert(src, dst, program):
         prog = pybackward.load(program) if program else None
         arrays = paddle_files.load_arrays(src, prog)
         paddle_files.save_arrays(dst, arrays, prog)
-        click.echo(f"wrote {dst} ({len(arrays)} arrays)")
+        if as_json:
+            import json
+            click.echo(json.dumps({"input": src, "output": dst, "kind": "arrays",
+                                   "arrays": {n: {"dtype": str(a.dtype), "shape": list(a.shape)}
+                                              for n, a in arrays.items()}}))
+        else:
+            click.echo(f"wrote {dst} ({len(arrays)} arrays)")
         return
     if program:
         raise pybackward.ArgumentError("--program goes with array files (.npz, .pdparams, .pdiparams, DIR/)")
     prog = pybackward.load(src)
     pybackward.save(prog, dst)
-    click.echo(f"wrote {dst}")
+    if as_json:
+        import json
+        click.echo(json.dumps({"input": src, "output": dst, "kind": "program", "blocks": prog.num_blocks,
+                               "ops": sum(len(b.ops) for b in prog.blocks),
+                               "vars": sum(len(b.vars) for b in prog.blocks)}))
+    else:
+        click.echo(f"wrote {dst}")
 
 
 def coverage_totals_line(t: dict) -> str:
@@ -302,12 +317,16 @@ def run(program, fetch, out, as_json, max_steps, timeout, quiet, startup, params
         check_nan):
     """Run PROGRAM with the NumPy interpreter and print the fetched values.
 
+    Without --params/--startup and --feeds/--feed, the values beside PROGRAM
+    are used: params.npz (else PROGRAM's .pdparams or .pdiparams) and feeds.npz.
+
     A run stopped by --max-steps or --timeout prints one line naming the op
     and the step reached, and exits 2; Ctrl-C exits 130.
     """
     prog = pybackward.load(program)
+    params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)
     p, f = _load_arrays(params, feeds_npz, feed_items, prog)
-    _execute(prog, startup, p, f, fetch, check_nan, out, as_json=as_json,
+    _execute(prog, startup, p, f, fetch, check_nan, out, hint=beside_hint(program), as_json=as_json,
              max_while_steps=max_steps, timeout=timeout, quiet=quiet)
 
 
@@ -329,11 +348,15 @@ def run(program, fetch, out, as_json, max_steps, timeout, quiet, startup, params
 @ops_option
 def check(program, loss, wrt, eps, rtol, atol, max_elements, directions, as_json, quiet,
           startup, params, feeds_npz, feed_items, check_nan):
-    """Check the gradients of --loss against central finite differences in float64."""
+    """Check the gradients of --loss against central finite differences in float64.
+
+    Values not given are read from beside PROGRAM, as `run` does.
+    """
     import json
     import numpy as np
     from pybackward.interpreter import Executor, Scope
     prog = pybackward.load(program)
+    params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)
     p, f = _load_arrays(params, feeds_npz, feed_items, prog)
     if startup:
         scope = Scope()

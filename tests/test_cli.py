@@ -159,8 +159,11 @@ def test_run_prints_and_writes_fetched_values(tmp_path):
     np.testing.assert_allclose(got["fc_0.w_0@GRAD"], want["fc_0.w_0@GRAD"], rtol=1e-5, atol=1e-6)
 
 
-def test_run_missing_feed_is_a_clear_error():
-    r = run("run", str(FIT), "--fetch", "mean_0.tmp_0")
+def test_run_missing_feed_is_a_clear_error(tmp_path):
+    import shutil
+    alone = tmp_path / "forward.pb"       # no params.npz / feeds.npz beside it
+    shutil.copy(FIT, alone)
+    r = run("run", str(alone), "--fetch", "mean_0.tmp_0", "--params", str(FIT.parent / "params.npz"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "block 0, op 0 (mul), var 'x': input 'X' has no value" in r.stderr
 
