@@ -35,3 +35,20 @@ def paddle_runs_on_cpu(op_type: str, grad_of: str | None = None) -> bool | None:
     if entry is None or "cpu" not in entry:
         return None
     return bool(entry["grad_cpu"] if grad_of else entry["cpu"])
+
+
+@lru_cache(maxsize=1)
+def _lod_by_grad_type() -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    for entry in paddle_ops().values():
+        for rule in entry.get("rule") or ():
+            if "lod" in rule:
+                out[rule["type"]] = rule["lod"]
+    return out
+
+
+def grad_sets_lod_level(op_type: str) -> bool | None:
+    """Whether Paddle's shape inference writes `legacy_lod_level` on the new
+    vars an op of this type makes when a grad maker emits it (recorded by
+    testdata/grad_makers/probe_lod.py); None if not recorded."""
+    return _lod_by_grad_type().get(op_type)
