@@ -239,3 +239,167 @@ register(paddle_opdef(
     "fft_c2r", _fft_c2r, {"fft_c2r_grad": _fft_c2r_grad}, samples=_c2r_samples,
     attrs_handled=("axes", "normalization", "forward", "last_dim_size"),
     doc="complex-to-real (Hermitian) FFT over axes; last_dim_size (or 2(m-1)) points on the last"))
+
+
+# --------------------------------------------------------------------------
+# frame / overlap_add (each other's grad) and stft
+# --------------------------------------------------------------------------
+def _frame_axis(c: Call) -> int:
+    axis = int(c.attr("axis", -1))
+    if axis not in (0, -1):
+        raise c.unsupported("axis", axis, "Paddle frames along the first (0) or last (-1) axis")
+    return axis
+
+
+def _hop(c: Call) -> int:
+    hop = int(c.attr("hop_length"))
+    if hop <= 0:
+        raise ExecutionError(f"{c.op_type}: hop_length must be positive, got {hop}")
+    return hop
+
+
+def _frame_index(frame_length: int, n_frames: int, hop: int, axis: int) -> np.ndarray:
+    """Sample positions of each frame: (frame_length, n_frames) for axis -1,
+    (n_frames, frame_length) for axis 0 - the layouts Paddle gives them."""
+    idx = np.arange(frame_length)[:, None] + hop * np.arange(n_frames)[None, :]
+    return idx if axis == -1 else idx.T
+
+
+def frames_of(x: np.ndarray, frame_length: int, hop: int, axis: int, op: str) -> np.ndarray:
+    """Paddle's frame: axis -1 turns (..., L) into (..., frame_length, n_frames),
+    axis 0 turns (L, ...) into (n_frames, frame_length, ...)."""
+    if x.ndim < 1:
+        raise ExecutionError(f"{op}: X must have at least 1 dim")
+    seq = x.shape[axis]
+    if frame_length <= 0 or frame_length > seq:
+        raise ExecutionError(f"{op}: frame_length must be in [1, {seq}] (the sequence length), "
+                             f"got {frame_length}")
+    idx = _frame_index(frame_length, 1 + (seq - frame_length) // hop, hop, axis)
+    return x[..., idx] if axis == -1 else x[idx]
+
+
+def overlap_added(x: np.ndarray, hop: int, axis: int, op: str) -> np.ndarray:
+    """Paddle's overlap_add, the inverse layout of frames_of: frames summed
+    into a sequence of (n_frames - 1) * hop + frame_length samples."""
+    if x.ndim < 2:
+        raise ExecutionError(f"{op}: X must have at least 2 dims, got shape {list(x.shape)}")
+    if axis == -1:
+        frame_length, n_frames = x.shape[-2:]
+    else:
+        n_frames, frame_length = x.shape[:2]
+    seq = (n_frames - 1) * hop + frame_length
+    idx = _frame_index(frame_length, n_frames, hop, axis)
+    if axis == -1:
+        lead = x.shape[:-2]
+        out = np.zeros((int(np.prod(lead, dtype=np.int64)), seq), x.dtype)
+        np.add.at(out, (slice(None), idx), x.reshape((-1,) + idx.shape))
+        return out.reshape(lead + (seq,))
+    out = np.zeros((seq,) + x.shape[2:], x.dtype)
+    np.add.at(out, idx, x)
+    return out
+
+
+def _frame(c: Call):
+    x = _x(c)
+    return {"Out": frames_of(x, int(c.attr("frame_length")), _hop(c), _frame_axis(c), c.op_type)}
+
+
+def _frame_grad(c: Call):
+    x, g = _x(c), _x(c, "Out@GRAD")
+    axis = _frame_axis(c)
+    dx = overlap_added(g, _hop(c), axis, c.op_type)
+    seq = x.shape[axis]
+    if dx.shape[axis] < seq:  # samples after the last frame get no gradient
+        pad = [(0, 0)] * dx.ndim
+        pad[axis] = (0, seq - dx.shape[axis])
+        dx = np.pad(dx, pad)
+    return {"X@GRAD": dx.astype(x.dtype)}
+
+
+def _overlap_add(c: Call):
+    x, hop, axis = _x(c), _hop(c), _frame_axis(c)
+    frame_length = x.shape[-2] if axis == -1 and x.ndim >= 2 else x.shape[1] if x.ndim >= 2 else 0
+    if hop > frame_length:  # Paddle's shape inference refuses gaps between frames
+        raise ExecutionError(f"overlap_add: hop_length ({hop}) must not exceed frame_length ({frame_length})")
+    return {"Out": overlap_added(x, hop, axis, c.op_type)}
+
+
+def _overlap_add_grad(c: Call):
+    x, g = _x(c), _x(c, "Out@GRAD")
+    axis = _frame_axis(c)
+    frame_length = x.shape[-2] if axis == -1 else x.shape[1]
+    return {"X@GRAD": frames_of(g, frame_length, _hop(c), axis, c.op_type).astype(x.dtype)}
+
+
+register(paddle_opdef(
+    "frame", _frame, {"frame_grad": _frame_grad}, samples=lambda rng: [
+        Sample({"X": [rng.standard_normal((10,))]}, {"frame_length": 4, "hop_length": 2, "axis": -1}),
+        Sample({"X": [rng.standard_normal((2, 9))]}, {"frame_length": 3, "hop_length": 3, "axis": -1}),
+        Sample({"X": [rng.standard_normal((2, 3, 11))]}, {"frame_length": 5, "hop_length": 2, "axis": -1},
+               note="tail"),
+        Sample({"X": [rng.standard_normal((8,))]}, {"frame_length": 8, "hop_length": 1, "axis": 0}),
+        Sample({"X": [rng.standard_normal((9, 2, 3))]}, {"frame_length": 4, "hop_length": 3, "axis": 0}),
+        Sample({"X": [_cx(rng, (2, 7))]}, {"frame_length": 3, "hop_length": 2, "axis": -1},
+               note="complex"),
+        Sample({"X": [rng.standard_normal((10, 2))]}, {"frame_length": 2, "hop_length": 3, "axis": 0},
+               note="gaps"),
+    ], attrs_handled=("frame_length", "hop_length", "axis"),
+    doc="Out = frames of frame_length samples every hop_length along the first or last axis"))
+register(paddle_opdef(
+    "overlap_add", _overlap_add, {"overlap_add_grad": _overlap_add_grad}, samples=lambda rng: [
+        Sample({"X": [rng.standard_normal((4, 3))]}, {"hop_length": 2, "axis": -1}),
+        Sample({"X": [rng.standard_normal((2, 3, 5, 4))]}, {"hop_length": 3, "axis": -1}),
+        Sample({"X": [rng.standard_normal((3, 4))]}, {"hop_length": 1, "axis": 0}),
+        Sample({"X": [rng.standard_normal((4, 3, 2))]}, {"hop_length": 3, "axis": 0}),
+        Sample({"X": [_cx(rng, (3, 4, 2))]}, {"hop_length": 2, "axis": 0}, note="complex"),
+    ], attrs_handled=("hop_length", "axis"),
+    doc="Out = frames (frame_length x n_frames, along the first or last axes) summed hop_length apart"))
+
+
+def _stft_frames(c: Call, x: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, int]:
+    n_fft = int(c.attr("n_fft"))
+    if x.ndim != 2:
+        raise ExecutionError(f"stft: X must be 2-D (batch, seq_length), got shape {list(x.shape)}")
+    if window.shape != (n_fft,):
+        raise ExecutionError(f"stft: Window must have shape [{n_fft}] (n_fft), got {list(window.shape)}")
+    return frames_of(x, n_fft, _hop(c), -1, "stft") * window[:, None], n_fft
+
+
+def _stft_factor(c: Call, n_fft: int) -> float:
+    return 1.0 / np.sqrt(n_fft) if c.attr("normalized", False) else 1.0
+
+
+def _stft(c: Call):
+    x, window = _x(c), _x(c, "Window")
+    _need(x, "f", c)
+    if window.dtype != x.dtype:
+        raise ExecutionError(f"stft: Window is {window.dtype}, X is {x.dtype}; they must match")
+    frames, n_fft = _stft_frames(c, x, window)
+    out = _r2c(frames, [1], True, _stft_factor(c, n_fft), bool(c.attr("onesided", True)))
+    return {"Out": out.astype(complex_dtype(x.dtype, "stft"))}
+
+
+def _stft_grad(c: Call):
+    x, window, g = _x(c), _x(c, "Window"), _x(c, "Out@GRAD")
+    n_fft = int(c.attr("n_fft"))
+    if c.attr("onesided", True):
+        g = np.pad(g, [(0, 0), (0, n_fft - g.shape[1]), (0, 0)])
+    d_frames = _c2c(g, [1], False, _stft_factor(c, n_fft)).real * window[:, None]
+    dx = overlap_added(d_frames, _hop(c), -1, "stft_grad")
+    dx = np.pad(dx, [(0, 0), (0, x.shape[1] - dx.shape[1])])
+    return {"X@GRAD": dx.astype(x.dtype)}
+
+
+register(paddle_opdef(
+    "stft", _stft, {"stft_grad": _stft_grad}, samples=lambda rng: [
+        Sample({"X": [rng.standard_normal((2, 12))], "Window": [rng.uniform(0.5, 1.5, 4)]},
+               {"n_fft": 4, "hop_length": 2, "normalized": False, "onesided": True}),
+        Sample({"X": [rng.standard_normal((1, 11))], "Window": [rng.uniform(0.5, 1.5, 5)]},
+               {"n_fft": 5, "hop_length": 3, "normalized": True, "onesided": True}, note="tail"),
+        Sample({"X": [rng.standard_normal((2, 8))], "Window": [rng.uniform(0.5, 1.5, 4)]},
+               {"n_fft": 4, "hop_length": 1, "normalized": False, "onesided": False}),
+        Sample({"X": [rng.standard_normal((3, 6))], "Window": [np.hanning(6)]},
+               {"n_fft": 6, "hop_length": 4, "normalized": True, "onesided": False}),
+    ], attrs_handled=("n_fft", "hop_length", "normalized", "onesided"),
+    doc="Out[b, f, t] = sum_k Window[k] X[b, t hop + k] e^(-2 pi i f k / n_fft) (1/sqrt(n_fft) "
+        "if normalized; n_fft/2+1 bins if onesided); no gradient for Window, as in Paddle"))
