@@ -5,7 +5,8 @@ Reads `<family>.samples.{json,npz}` (see export_samples.py) and writes
 (float inputs cast to it, complex ones to complex64 / complex128; integer
 inputs as they are), a one-op program built with `block.append_op` (legacy
 IR), the loss sum over outputs of <cot, out> (<as_real(cot), as_real(out)>
-for a complex output: its gradient is cot in Paddle's dL/dRe + i dL/dIm), `paddle.static.gradients(loss, differentiated inputs)`, and
+for a complex output: its gradient is cot in Paddle's dL/dRe + i dL/dIm),
+`paddle.static.gradients(loss, differentiated inputs)`, and
 Paddle's Executor on CPU. Keys: `<case>|<dtype>|out|<slot>|<i>`,
 `<case>|<dtype>|grad|<slot>|<i>`; the JSON says per case and dtype what ran,
 or Paddle's error.
