@@ -4,7 +4,7 @@ median / nanmedian on tied values (the index output and the gradient follow
 Paddle's libstdc++ nth_element order), on integers (C++ division) and with
 NaNs (NaN outputs, which finite differences cannot check). The Paddle values
 were taken by testdata/kernels/median_probe.py (dygraph, CPU) and are stored
-in testdata/kernels/median_probe.paddle.json.
+in testdata/kernels/median_ties.ref.json.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from pybackward.ops import opcheck
 from conftest import TESTDATA
 
-REF = json.loads((TESTDATA / "kernels" / "median_probe.paddle.json").read_text())
+REF = json.loads((TESTDATA / "kernels" / "median_ties.ref.json").read_text())
 TIED = np.array([[3., 1, 2, 5], [4, 4, 1, 0], [2, 7, 2, 9]]) + 0.25
 ALLN = np.array([[1., np.nan, 3, 2], [np.nan] * 4, [5, 1, np.nan, np.nan]])
 CASES = {
