@@ -60,3 +60,26 @@ def test_median_matches_paddle(key):
     np.testing.assert_array_equal(idx, np.array(ref["idx"]))
     if grad is not None and "grad" in ref:
         np.testing.assert_allclose(grad, np.array(ref["grad"]), rtol=1e-12)
+
+
+def _paddle_float32(family: str, case: str):
+    """Paddle's float32 values for a sample whose float64 run Paddle refused."""
+    kdir = TESTDATA / "kernels"
+    arrays = dict(np.load(kdir / f"{family}.samples.npz"))
+    cases = {c["case"]: c for c in json.loads((kdir / f"{family}.samples.json").read_text())}
+    ref = dict(np.load(kdir / f"{family}.paddle.npz"))
+    return cases[case], arrays, {k.split("|", 2)[2]: v for k, v in ref.items() if k.startswith(f"{case}|float32|")}
+
+
+@pytest.mark.parametrize("case", ["linear_v2-0", "linear_v2-1"])
+def test_linear_v2_float32_matches_paddle(case):
+    meta, arrays, ref = _paddle_float32("misc_extra", case)
+    ins = {s: [arrays[f"{case}|in|{s}|{i}"].astype(np.float32) for i in range(n)] for s, n in meta["inputs"].items()}
+    out = opcheck.run_kernel("linear_v2", ins, meta["attrs"], {"out": ["o"]})["out"][0]
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, ref["out|out|0"], rtol=1e-5, atol=1e-5)
+    g = arrays[f"{case}|cot|out|0"].astype(np.float32)
+    grads = opcheck.run_kernel("linear_v2_grad", {**ins, "out@GRAD": [g]}, meta["attrs"],
+                               {"input@GRAD": ["a"], "weight@GRAD": ["b"], "bias@GRAD": ["c"]})
+    for slot in ("input", "weight", "bias"):
+        np.testing.assert_allclose(grads[slot + "@GRAD"][0], ref[f"grad|{slot}|0"], rtol=1e-4, atol=1e-5)
