@@ -1,3 +1,7 @@
+"""Paddle 3.3.1's median / nanmedian values on ties, integers and NaNs (dygraph, CPU), for tests/test_ops_misc.py.
+
+    FLAGS_enable_pir_api=0 /path/to/paddle/python testdata/kernels/median_probe.py > testdata/kernels/median_ties.ref.json
+"""
 import os; os.environ["FLAGS_enable_pir_api"]="0"
 import numpy as np, paddle, json
 from paddle import _C_ops
