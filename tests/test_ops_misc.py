@@ -146,3 +146,16 @@ def test_gumbel_softmax_against_paddle():
                  ["Out"])["Out"][0]
     assert RND["gumbel_hard"]["row_sums_one"] and np.all(hard.sum(1) == 1)
     assert np.all(np.abs(hard.mean(0) - np.array(RND["gumbel_hard"]["freq"])) < 0.04)
+
+
+@pytest.mark.parametrize("seed,seed_out", [(5, 84035), (0, 16807), (123456789, 469049721)])
+def test_shuffle_batch_like_paddle(seed, seed_out):
+    """SeedOut as Paddle 3.3.1 gives it (probed); the permutation is a
+    derangement (Paddle draws it from std::random_device) and Out[idx] = X."""
+    x = np.arange(12.).reshape(6, 2)
+    outs = _run1("shuffle_batch", {"X": [x], "Seed": [np.array([seed], np.int64)]}, {"startup_seed": 3},
+                 ["Out", "ShuffleIdx", "SeedOut"], seed=seed)
+    idx = outs["ShuffleIdx"][0]
+    assert outs["SeedOut"][0].tolist() == [seed_out] and outs["SeedOut"][0].dtype == np.int64
+    assert sorted(idx.tolist()) == list(range(6)) and not np.any(idx == np.arange(6))
+    np.testing.assert_array_equal(outs["Out"][0][idx], x)

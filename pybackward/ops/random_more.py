@@ -225,3 +225,58 @@ register(paddle_opdef("gumbel_softmax", _gumbel_softmax, {"gumbel_softmax_grad":
                                  note="hard: one-hot, grad 0")],
                       attrs_handled=("temperature", "hard", "axis"),
                       doc="Out = softmax((X + Gumbel noise) / temperature) along axis (one-hot when hard)"))
+
+
+# --------------------------------------------------------------------------
+# shuffle_batch: rows (all dims but the last) moved by a random derangement
+# --------------------------------------------------------------------------
+_MINSTD_M = 2 ** 31 - 1
+
+
+def _minstd_first(seed: int) -> int:
+    """The first output of libstdc++'s std::default_random_engine (minstd_rand0) seeded with `seed`."""
+    x = seed % _MINSTD_M
+    return 16807 * (x or 1) % _MINSTD_M
+
+
+def _derangement(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A uniformly drawn permutation with no fixed point (Paddle seeds its own
+    from std::random_device, so only the kind of permutation can match)."""
+    if n < 2:
+        raise ExecutionError(f"shuffle_batch: needs at least 2 rows to shuffle, got {n}")
+    while True:
+        p = rng.permutation(n)
+        if not np.any(p == np.arange(n)):
+            return p
+
+
+def _shuffle_batch(c: Call):
+    x = np.asarray(c.x("X"))
+    if x.ndim < 2:
+        raise ExecutionError(f"shuffle_batch: X must have rank >= 2, got {list(x.shape)}")
+    rows = x.reshape(-1, x.shape[-1])
+    seed = int(np.asarray(c.x("Seed")).reshape(-1)[0]) if c.has("Seed") else int(c.attr("startup_seed", 0))
+    rng = c.rng if c.rng is not None else np.random.default_rng()
+    idx = _derangement(rng, rows.shape[0])
+    out = np.empty_like(rows)
+    out[idx] = rows
+    return {"Out": out.reshape(x.shape), "ShuffleIdx": idx.astype(np.int64),
+            "SeedOut": np.array([_minstd_first(seed)], np.int64)}
+
+
+def _shuffle_batch_grad(c: Call):
+    g = np.asarray(c.x("Out@GRAD"))
+    idx = np.asarray(c.x("ShuffleIdx")).astype(np.int64)
+    rows = g.reshape(-1, g.shape[-1])
+    return {"X@GRAD": rows[idx].reshape(g.shape)}
+
+
+register(paddle_opdef("shuffle_batch", _shuffle_batch, {"shuffle_batch_grad": _shuffle_batch_grad},
+                      samples=lambda rng: [
+                          Sample({"X": [rng.standard_normal((4, 3))], "Seed": [np.array([5], np.int64)]},
+                                 {"startup_seed": 0}, wrt=("X",)),
+                          Sample({"X": [rng.standard_normal((2, 3, 2))], "Seed": [np.array([0], np.int64)]},
+                                 {"startup_seed": 3}, wrt=("X",))],
+                      attrs_handled=("startup_seed",),
+                      doc="Out[ShuffleIdx[i]] = X[i] over the rows, a random derangement; SeedOut = "
+                          "minstd_rand0(Seed)'s first draw"))
