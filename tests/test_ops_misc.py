@@ -159,3 +159,44 @@ def test_shuffle_batch_like_paddle(seed, seed_out):
     assert outs["SeedOut"][0].tolist() == [seed_out] and outs["SeedOut"][0].dtype == np.int64
     assert sorted(idx.tolist()) == list(range(6)) and not np.any(idx == np.arange(6))
     np.testing.assert_array_equal(outs["Out"][0][idx], x)
+
+
+# --------------------------------------------------------------------------
+# strided views (Paddle's legacy executor has no kernel for as_strided and
+# index_select_strided; these are its dygraph values, strided_probe.py)
+# --------------------------------------------------------------------------
+STR = json.loads((TESTDATA / "kernels" / "strided.ref.json").read_text())
+X34 = np.arange(12.).reshape(3, 4)
+
+
+@pytest.mark.parametrize("key,dims,stride,offset", [("t", [4, 3], [1, 4], 0), ("sub", [2, 2], [4, 2], 8),
+                                                    ("overlap", [3, 3], [1, 1], 8)])
+def test_as_strided_matches_paddle(key, dims, stride, offset):
+    attrs = {"dims": dims, "stride": stride, "offset": offset}
+    ref = STR["as_strided|" + key]
+    out = _run1("as_strided", {"input": [X34]}, attrs, ["out"])["out"][0]
+    np.testing.assert_array_equal(out, ref["out"])
+    cot = np.arange(1.0, 1.0 + np.prod(dims)).reshape(dims)
+    g = _run1("as_strided_grad", {"input": [X34], "out@GRAD": [cot]}, attrs, ["input@GRAD"])["input@GRAD"][0]
+    if key == "overlap":  # Paddle copies Out@GRAD in (the last write wins); the gradient sums (deviations.md)
+        np.testing.assert_array_equal(g.reshape(-1)[1:6], [1, 2 + 4, 3 + 5 + 7, 6 + 8, 9])
+        assert np.asarray(ref["grad"]).reshape(-1)[1:6].tolist() == [1, 4, 7, 8, 9]
+    else:
+        np.testing.assert_array_equal(g, ref["grad"])
+
+
+def test_as_strided_refuses_a_misaligned_offset():
+    with pytest.raises(Exception, match="offset"):
+        _run1("as_strided", {"input": [X34]}, {"dims": [2], "stride": [1], "offset": 1}, ["out"])
+
+
+def test_index_select_strided_and_view_shape_match_paddle():
+    ref = STR["index_select_strided"]
+    out = _run1("index_select_strided", {"x": [X34]}, {"index": 1, "axis": 0}, ["out"])["out"][0]
+    np.testing.assert_array_equal(out, ref["out"])
+    g = _run1("index_select_strided_grad", {"x": [X34], "out@GRAD": [np.ones(4)]}, {"index": 1, "axis": 0},
+              ["x@GRAD"])["x@GRAD"][0]
+    np.testing.assert_array_equal(g, ref["grad"])
+    out = _run1("view_shape", {"input": [X34]}, {"dims": [2, 6]}, ["out"])["out"][0]
+    assert list(out.shape) == STR["view_shape"]["shape"]
+    np.testing.assert_array_equal(out, STR["view_shape"]["out"])
