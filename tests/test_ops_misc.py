@@ -200,3 +200,17 @@ def test_index_select_strided_and_view_shape_match_paddle():
     out = _run1("view_shape", {"input": [X34]}, {"dims": [2, 6]}, ["out"])["out"][0]
     assert list(out.shape) == STR["view_shape"]["shape"]
     np.testing.assert_array_equal(out, STR["view_shape"]["out"])
+
+
+@pytest.mark.parametrize("use_cvm", [True, False])
+def test_cvm_matches_paddle(use_cvm):
+    """cvm_grad's show/click columns are CVM itself (Paddle's design, not a
+    derivative): checked against Paddle's values (testdata/kernels/cvm_probe.py)."""
+    ref = json.loads((TESTDATA / "kernels" / "cvm.ref.json").read_text())
+    x, cvm, cot = (np.array(ref[k]) for k in ("x", "cvm", "cot"))
+    want = ref[f"use_cvm={use_cvm}"]
+    y = _run1("cvm", {"X": [x], "CVM": [cvm]}, {"use_cvm": use_cvm}, ["Y"])["Y"][0]
+    np.testing.assert_allclose(y, want["y"], rtol=1e-12)
+    g = _run1("cvm_grad", {"X": [x], "CVM": [cvm], "Y@GRAD": [cot if use_cvm else cot[:, 2:]]},
+              {"use_cvm": use_cvm}, ["X@GRAD"])["X@GRAD"][0]
+    np.testing.assert_allclose(g, want["grad"], rtol=1e-12)
