@@ -214,3 +214,37 @@ def test_cvm_matches_paddle(use_cvm):
     g = _run1("cvm_grad", {"X": [x], "CVM": [cvm], "Y@GRAD": [cot if use_cvm else cot[:, 2:]]},
               {"use_cvm": use_cvm}, ["X@GRAD"])["X@GRAD"][0]
     np.testing.assert_allclose(g, want["grad"], rtol=1e-12)
+
+
+def test_max_min_pool_grads_on_ties_match_paddle():
+    """MAX/MIN grads send Out@GRAD to every input equal to the pooled value,
+    once per edge (values probed on Paddle 3.3.1, dygraph CPU)."""
+    x = np.array([[1., 5.], [1., 2.], [0., 5.]])
+    ids = np.array([0, 0, 0])
+    for pt, out, grad in (("MAX", [[1, 5]], [[10, 20], [10, 0], [0, 20]]),
+                          ("MIN", [[0, 2]], [[0, 0], [0, 20], [10, 0]])):
+        attrs = {"pooltype": pt}
+        o = _run1("segment_pool", {"X": [x], "SegmentIds": [ids]}, attrs, ["Out", "SummedIds"])["Out"][0]
+        np.testing.assert_array_equal(o, out)
+        g = _run1("segment_pool_grad", {"X": [x], "SegmentIds": [ids], "Out": [o], "Out@GRAD": [np.array([[10., 20.]])]},
+                  attrs, ["X@GRAD"])["X@GRAD"][0]
+        np.testing.assert_array_equal(g, grad)
+    src, dst = np.array([0, 0, 1, 2]), np.array([0, 0, 0, 1])
+    cot = np.array([[10., 20.], [1., 2.], [3., 4.]])
+    for r, out, grad in (("MAX", [[1, 5], [0, 5], [0, 0]], [[20, 40], [10, 0], [1, 2]]),
+                         ("MIN", [[1, 2], [0, 5], [0, 0]], [[20, 0], [10, 20], [1, 2]]),
+                         ("MEAN", [[1, 4], [0, 5], [0, 0]], [[20 / 3, 40 / 3], [10 / 3, 20 / 3], [1, 2]])):
+        ins = {"X": [x], "Src_index": [src], "Dst_index": [dst]}
+        o = _run1("graph_send_recv", ins, {"reduce_op": r}, ["Out", "Dst_count"])["Out"][0]
+        np.testing.assert_array_equal(o, out)
+        g = _run1("graph_send_recv_grad", {**ins, "Out": [o], "Out@GRAD": [cot]}, {"reduce_op": r},
+                  ["X@GRAD"])["X@GRAD"][0]
+        np.testing.assert_allclose(g, grad, rtol=1e-12)
+    y = np.array([[1.], [0.], [1.], [2.]])
+    ins = {"X": [x], "Y": [y], "Src_index": [src], "Dst_index": [dst]}
+    attrs = {"message_op": "ADD", "reduce_op": "MAX"}
+    o = _run1("graph_send_ue_recv", ins, attrs, ["Out", "Dst_count"])["Out"][0]
+    np.testing.assert_array_equal(o, [[2, 6], [2, 7], [0, 0]])
+    gs = _run1("graph_send_ue_recv_grad", {**ins, "Out": [o], "Out@GRAD": [cot]}, attrs, ["X@GRAD", "Y@GRAD"])
+    np.testing.assert_array_equal(gs["X@GRAD"][0], [[10, 20], [10, 0], [1, 2]])
+    np.testing.assert_array_equal(gs["Y@GRAD"][0], [[30], [0], [10], [3]])
