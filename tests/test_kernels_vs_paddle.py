@@ -148,10 +148,19 @@ def test_kernel_equals_paddle(family, name):
                 ins[slot].append(a.astype(dtype) if a.dtype.kind == "f" else a)
         cots = {slot: [arrays[f"{name}|cot|{slot}|{i}"] if use else None for i, use in enumerate(flags)]
                 for slot, flags in case["loss"].items()}
-        outs, grads = opcheck.run_with_grads(case["op"], ins, case["attrs"], case["outputs"], {})
+        lod, out_lods = case.get("lod"), {}
+        outs, grads = opcheck.run_with_grads(case["op"], ins, case["attrs"], case["outputs"], {}, lod=lod)
         cots = {slot: [None if c is None else c.astype(outs[slot][i].dtype) for i, c in enumerate(cs)]
                 for slot, cs in cots.items()}
-        outs, grads = opcheck.run_with_grads(case["op"], ins, case["attrs"], case["outputs"], cots)
+        outs, grads = opcheck.run_with_grads(case["op"], ins, case["attrs"], case["outputs"], cots, lod=lod,
+                                             out_lods=out_lods)
+        if lod is not None:  # sequence ops: the outputs' LoDs too
+            want_lods = runs[dtype].get("lods", {})
+            for key in runs[dtype]["fetched"]:
+                kind, slot, i = key.split("|")
+                if kind == "out" and slot not in registry.get(case["op"]).intermediate_outputs:
+                    got = out_lods.get(slot, [None] * (int(i) + 1))[int(i)]
+                    assert got == want_lods.get(key), f"{name} [{dtype}] {key}: LoD {got}, Paddle {want_lods.get(key)}"
         fetched = runs[dtype]["fetched"]
         for key in fetched:
             kind, slot, i = key.split("|")

@@ -7,7 +7,8 @@ with `block.append_op` (legacy IR), the loss sum over outputs of
 <cot, out>, `paddle.static.gradients(loss, differentiated inputs)`, and
 Paddle's Executor on CPU. Keys: `<case>|<dtype>|out|<slot>|<i>`,
 `<case>|<dtype>|grad|<slot>|<i>`; the JSON says per case and dtype what ran,
-or Paddle's error.
+or Paddle's error. A case with a "lod" (sequence ops) feeds those inputs as
+LoDTensors and records the outputs' LoDs too ("lods": `out|<slot>|<i>` -> lod).
 
     FLAGS_enable_pir_api=0 /path/to/paddle/python testdata/kernels/gen_kernel_refs.py [family ...]
 """
@@ -36,6 +37,7 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
     name = case["case"]
     main, startup = paddle.static.Program(), paddle.static.Program()
     feed, diff = {}, []
+    lods = case.get("lod")
     with paddle.static.program_guard(main, startup):
         block = main.global_block()
         ins = {}
@@ -45,10 +47,18 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
                 a = arrays[f"{name}|in|{slot}|{i}"]
                 if a.dtype.kind == "f":
                     a = a.astype(dtype)
-                v = paddle.static.data(f"in_{slot}_{i}", list(a.shape), str(a.dtype))
+                lod = lods.get(slot) if lods and i == 0 else None
+                # a LoD input's rows are unknown at compile time, as in real programs
+                v = paddle.static.data(f"in_{slot}_{i}", [-1] + list(a.shape[1:]) if lod else list(a.shape),
+                                       str(a.dtype), lod_level=len(lod) if lod else 0)
                 v.stop_gradient = not (slot in case["wrt"] and a.dtype.kind == "f")
                 if not v.stop_gradient:
                     diff.append((slot, i, v))
+                if lod:
+                    t = paddle.base.core.LoDTensor()
+                    t.set(a, paddle.CPUPlace())
+                    t.set_lod(lod)
+                    a = t
                 feed[v.name] = a
                 vs.append(v)
             ins[slot] = vs
@@ -86,9 +96,14 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
     fetch = [(f"out|{slot}|{i}", v) for slot, vs in outs.items() for i, v in enumerate(vs)]
     fetch += [(f"grad|{slot}|{i}", g) for (slot, i, _), g in zip(diff, grads) if g is not None]
     exe.run(startup)
-    values = exe.run(main, feed=feed, fetch_list=[v for _, v in fetch])
+    values = exe.run(main, feed=feed, fetch_list=[v for _, v in fetch], return_numpy=lods is None)
     out = {}
     for (k, _), v in zip(fetch, values):
+        if lods is not None:
+            lod = v.lod()
+            if lod and k.startswith("out|"):
+                out.setdefault("@lods", {})[k] = [list(level) for level in lod]
+            v = np.array(v) if v._is_initialized() else None
         a = np.asarray(v)
         if a.dtype != object:  # an output Paddle leaves unset (an empty XShape, a None)
             out[k] = a
@@ -118,9 +133,12 @@ def main() -> None:
                     why = next((m for m in msg if "Error" in m or "Expected" in m), msg[0] if msg else "")
                     report[case["case"]][dtype] = {"error": (why or type(e).__name__)[:300]}
                     continue
+                out_lods = vals.pop("@lods", None)
                 for k, v in vals.items():
                     out_arrays[f"{case['case']}|{dtype}|{k}"] = v
                 report[case["case"]][dtype] = {"fetched": sorted(vals)}
+                if out_lods:
+                    report[case["case"]][dtype]["lods"] = out_lods
         (HERE / f"{family}.paddle.json").write_text(json.dumps(report, indent=0, sort_keys=True) + "\n")
         np.savez_compressed(HERE / f"{family}.paddle.npz", **out_arrays)
         bad = sum(1 for r in report.values() for d in r.values() if "error" in d)
