@@ -55,6 +55,12 @@ PADDLE_REFUSES = {
     "slogdeterminant-1": "legacy shape inference declares Out like Input (as slogdeterminant-0)",
     "solve-3": "Y a batch of vectors: legacy shape inference declares Out like X, so the one-op "
                "program's backward fails to broadcast; dygraph Paddle gives pybackward's values",
+    # sequence families (ops/sequence.py, seq_conv.py, rnn_legacy.py): float32-only Paddle kernels,
+    # their float32 values are checked by tests/test_ops_sequence.py
+    **{f"sequence_conv-{i}": "Paddle 3.3.1's sequence_conv registers float64 but its context projection "
+                             "reads the data as float32 and fails" for i in range(6)},
+    **{f"row_conv-{i}": "Paddle 3.3.1 registers row_conv for float32 only" for i in range(3)},
+    **{f"im2sequence-{i}": "Paddle 3.3.1 registers im2sequence for float32 only" for i in range(2)},
 }
 
 #: Samples where Paddle's gradient is wrong (off finite differences in

@@ -79,7 +79,8 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
                 if use:
                     out = outs[slot][i]
                     cot = arrays[f"{name}|cot|{slot}|{i}"].astype(paddle.base.data_feeder.convert_dtype(out.dtype))
-                    c = paddle.static.data(f"cot_{slot}_{i}", list(cot.shape), str(cot.dtype))
+                    c = paddle.static.data(f"cot_{slot}_{i}", [-1] + list(cot.shape[1:]) if lods is not None
+                                           and cot.ndim else list(cot.shape), str(cot.dtype))
                     feed[c.name] = cot
                     prod = block.create_var(name=f"prod_{slot}_{i}", dtype=out.dtype)
                     block.append_op(type="elementwise_mul", inputs={"X": [out], "Y": [c]},
