@@ -129,7 +129,8 @@ def _sequence_pool_grad(c: Call):
     elif pool == "FIRST":
         dx[off[:-1][full]] = g[full]
     else:
-        idx = np.asarray(c.x("MaxIndex")).reshape(g.shape)
+        # int32 in Paddle; a program may declare the var float32 (the interpreter casts to the declared dtype)
+        idx = np.asarray(c.x("MaxIndex")).reshape(g.shape).astype(np.int64)
         rows, cols = np.nonzero(idx >= 0)
         dx[idx[rows, cols], cols] = g[rows, cols]
     return {"X@GRAD": dx.reshape(x.shape).astype(x.dtype, copy=False)}
