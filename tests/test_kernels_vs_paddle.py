@@ -61,6 +61,8 @@ PADDLE_REFUSES = {
                              "reads the data as float32 and fails" for i in range(6)},
     **{f"row_conv-{i}": "Paddle 3.3.1 registers row_conv for float32 only" for i in range(3)},
     **{f"im2sequence-{i}": "Paddle 3.3.1 registers im2sequence for float32 only" for i in range(2)},
+    **{f"match_matrix_tensor-{i}": "Paddle 3.3.1 registers match_matrix_tensor for float32 only"
+       for i in range(3)},
 }
 
 #: Samples where Paddle's gradient is wrong (off finite differences in

@@ -25,6 +25,10 @@ tensor. Paddle 3.3.1's CPU kernels, in NumPy terms:
   -contextStart) - what Paddle's ContextProjectFunctor copies.
 * lod_reset: Out = X with a new LoD: Y's LoD, or Y's int32 values as one
   level, or `target_lod`; `append` adds it below X's LoD.
+* match_matrix_tensor (float32 only in Paddle): for each pair b of sequences
+  of X and Y and each t < dim_t, the `[len_x, len_y]` matrix
+  `x_b W[:, t, :] y_b^T`, all flattened into Out `[sum, 1]` (LoD: the block
+  offsets); Tmp is `X W` flattened. Its grad reads Tmp, not Tmp@GRAD.
 """
 from __future__ import annotations
 
@@ -313,3 +317,68 @@ def _lod_reset_samples(rng):
 register(paddle_opdef("lod_reset", _lod_reset, {"lod_reset_grad": _lod_reset_grad}, samples=_lod_reset_samples,
                       attrs_handled=("target_lod", "append"),
                       doc="Out = X with the LoD of Y, Y's int32 offsets, or target_lod (append: as a new level)"))
+
+
+# --------------------------------------------------------------------------
+# match_matrix_tensor
+# --------------------------------------------------------------------------
+def _match_plan(c: Call, x: np.ndarray, y: np.ndarray):
+    """Per sequence pair b: (x rows, y rows, out offset); and the out LoD."""
+    xl, yl = c.lod("X"), c.lod("Y")
+    if not xl or not yl:
+        raise ExecutionError("op match_matrix_tensor: X and Y must both have a LoD")
+    xo, yo = np.asarray(xl[0], np.int64), np.asarray(yl[0], np.int64)
+    if xo[-1] != x.shape[0] or yo[-1] != y.shape[0] or len(xo) != len(yo):
+        raise ExecutionError("op match_matrix_tensor: X's and Y's LoDs must end at their row counts and hold "
+                             "as many sequences")
+    dim_t = int(c.attr("dim_t", 1))
+    sizes = dim_t * np.diff(xo) * np.diff(yo)
+    return xo, yo, dim_t, np.concatenate([[0], np.cumsum(sizes)])
+
+
+def _match_matrix_tensor(c: Call):
+    x, y, w = (np.asarray(c.x(s)) for s in ("X", "Y", "W"))
+    xo, yo, dim_t, top = _match_plan(c, x, y)
+    h = x.shape[1]
+    if w.shape != (h, dim_t, h) or y.shape[1] != h:
+        raise ExecutionError(f"op match_matrix_tensor: W must be [{h}, dim_t={dim_t}, {h}] and Y [*, {h}], "
+                             f"got {list(w.shape)}, {list(y.shape)}")
+    tmp = (x @ w.reshape(h, dim_t * h)).reshape(x.shape[0], dim_t, h)
+    blocks = [np.einsum("ith,jh->tij", tmp[xo[b]:xo[b + 1]], y[yo[b]:yo[b + 1]]).reshape(-1)
+              for b in range(len(xo) - 1)]
+    out = np.concatenate(blocks).reshape(-1, 1).astype(x.dtype, copy=False)
+    return {"Out": out, "Tmp": tmp.reshape(-1, 1), LOD_KEY: {"Out": [top.tolist()]}}
+
+
+def _match_matrix_tensor_grad(c: Call):
+    x, y, w = (np.asarray(c.x(s)) for s in ("X", "Y", "W"))
+    xo, yo, dim_t, top = _match_plan(c, x, y)
+    h = x.shape[1]
+    tmp = np.asarray(c.x("Tmp")).reshape(x.shape[0], dim_t, h)
+    g = np.asarray(c.x("Out@GRAD")).reshape(-1)
+    dtmp, dy = np.zeros_like(tmp), np.zeros_like(y)
+    for b in range(len(xo) - 1):
+        lx, ly = xo[b + 1] - xo[b], yo[b + 1] - yo[b]
+        gb = g[top[b]:top[b + 1]].reshape(dim_t, lx, ly)
+        dtmp[xo[b]:xo[b + 1]] = np.einsum("tij,jh->ith", gb, y[yo[b]:yo[b + 1]])
+        dy[yo[b]:yo[b + 1]] = np.einsum("tij,ith->jh", gb, tmp[xo[b]:xo[b + 1]])
+    dtmp2 = dtmp.reshape(x.shape[0], dim_t * h)
+    return {"X@GRAD": dtmp2 @ w.reshape(h, dim_t * h).T, "Y@GRAD": dy,
+            "W@GRAD": (x.T @ dtmp2).reshape(w.shape)}
+
+
+def _match_samples(rng):
+    def s(xl, yl, h, dim_t, note):
+        return Sample({"X": [rng.uniform(-1, 1, (xl[-1], h))], "Y": [rng.uniform(-1, 1, (yl[-1], h))],
+                       "W": [rng.uniform(-1, 1, (h, dim_t, h))]}, {"dim_t": dim_t},
+                      lod={"X": [xl], "Y": [yl]}, note=note)
+    return [s([0, 1, 3, 5], [0, 3, 4, 8], 3, 2, "three pairs"),
+            s([0, 2], [0, 3], 2, 1, "one pair, dim_t 1"),
+            s([0, 2, 2, 3], [0, 1, 3, 5], 2, 3, "an empty X sequence")]
+
+
+register(paddle_opdef("match_matrix_tensor", _match_matrix_tensor,
+                      {"match_matrix_tensor_grad": _match_matrix_tensor_grad}, samples=_match_samples,
+                      attrs_handled=("dim_t",),
+                      doc="per sequence pair: x_b W[:, t, :] y_b^T for each t, flattened, with LoD; "
+                          "Tmp = X W"))
