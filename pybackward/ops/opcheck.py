@@ -182,8 +182,8 @@ def _backward(opdef: OpDef, values: dict[str, np.ndarray], ins_names: dict[str, 
 
 def run_with_grads(op_type: str, inputs: dict[str, list[np.ndarray]], attrs: dict[str, Any],
                    out_counts: dict[str, int], cots: dict[str, list[np.ndarray | None]],
-                   seed: int = 0, lod: dict | None = None,
-                   out_lods: dict | None = None) -> tuple[dict[str, list[np.ndarray]], dict[str, list[np.ndarray | None]]]:
+                   seed: int = 0, lod: dict | None = None, out_lods: dict | None = None
+                   ) -> tuple[dict[str, list[np.ndarray]], dict[str, list[np.ndarray | None]]]:
     """Forward outputs, and the gradients of sum over outputs of <cot, out>
     with respect to every input (None where the op makes none) - what
     Paddle's `gradients()` of that sum gives, for comparing kernels. `lod`:

@@ -29,7 +29,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 DTYPES = ("float32", "float64")
 #: Outputs Paddle requires to be the same var as an input (in-place updates).
 ALIAS = {"batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"},
-         "sync_batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"}}
+         "sync_batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"},
+         "hierarchical_sigmoid": {"W_Out": "W"}}
 
 
 def run_case(case, arrays, dtype, exe, with_loss=True):
