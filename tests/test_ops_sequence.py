@@ -59,8 +59,9 @@ def _paddle_runs(family):
 
 @pytest.mark.parametrize("family,name,dtype", list(_paddle_runs("rnn_legacy")))
 def test_lstm_gru_intermediates_are_paddles_batch_layout(family, name, dtype):
-    """BatchGate, BatchCellPreAct, BatchResetHiddenPrev, BatchHidden (skipped by
-    test_kernels_vs_paddle as internal) are Paddle's values and LoDs, row for row."""
+    """BatchGate, BatchCellPreAct, BatchResetHiddenPrev, BatchHidden, fusion_gru's
+    XX / BatchedInput / BatchedOut / ReorderedH0 (skipped by test_kernels_vs_paddle
+    as internal): every one Paddle writes is Paddle's value and LoD, row for row."""
     cases, arrays, report, paddle = _family(family)
     case = cases[name]
     ins = {slot: [arrays[f"{name}|in|{slot}|{i}"].astype(dtype) for i in range(n)]
@@ -79,7 +80,7 @@ def test_lstm_gru_intermediates_are_paddles_batch_layout(family, name, dtype):
             _compare(f"{name} [{dtype}] {key}", outs[slot][int(i)], want, dtype, other)
             assert out_lods[slot][int(i)] == run.get("lods", {}).get(key), f"{name} {key}: LoD"
             checked += 1
-    assert checked == len(inter)
+    assert checked, "no intermediate output compared"
 
 
 # --------------------------------------------------------------------------

@@ -87,15 +87,15 @@ def _dact(kind: str, y, dy):
 class _Batch:
     """Paddle's reordering of a LoD tensor's sequences into time steps."""
 
-    def __init__(self, c: Call, rows: int):
-        lod = c.lod("Input")
+    def __init__(self, c: Call, rows: int, slot: str = "Input"):
+        lod = c.lod(slot)
         if not lod:
-            raise ExecutionError(f"op {c.op_type}: Input has no LoD (docs/lod.md)")
+            raise ExecutionError(f"op {c.op_type}: {slot} has no LoD (docs/lod.md)")
         if len(lod) != 1:
-            raise ExecutionError(f"op {c.op_type}: only one LoD level is supported, Input has {len(lod)}")
+            raise ExecutionError(f"op {c.op_type}: only one LoD level is supported, {slot} has {len(lod)}")
         off = np.asarray(lod[0], dtype=np.int64)
         if off[-1] != rows:
-            raise ExecutionError(f"op {c.op_type}: the LoD of Input ends at {off[-1]}, it has {rows} rows")
+            raise ExecutionError(f"op {c.op_type}: the LoD of {slot} ends at {off[-1]}, it has {rows} rows")
         lens = np.diff(off)
         if lens.size == 0 or lens.max(initial=0) == 0:
             raise ExecutionError(f"op {c.op_type}: Input holds no sequence steps")
@@ -334,23 +334,27 @@ def _weight_grad(dw_ur: np.ndarray, dw_c: np.ndarray, shape) -> np.ndarray:
 
 
 class _Gru:
-    def __init__(self, c: Call):
-        x = _float_input(c)
+    """gru's inputs and forward; `fused`: fusion_gru's projected X (xx) and
+    WeightH, with no bias (it is in xx) and no origin_mode (its kernel ignores it)."""
+
+    def __init__(self, c: Call, fused: tuple[np.ndarray, np.ndarray] | None = None):
+        x = _float_input(c) if fused is None else fused[0]
         if x.shape[1] % 3:
-            raise ExecutionError(f"op gru: Input width {x.shape[1]} is not 3 * hidden size")
+            raise ExecutionError(f"op {c.op_type}: the input width {x.shape[1]} is not 3 * hidden size")
         d = x.shape[1] // 3
         self.d, self.x = d, x
-        self.w = np.asarray(c.x("Weight"))
+        self.w = np.asarray(c.x("Weight")) if fused is None else fused[1]
         if self.w.shape != (d, 3 * d):
-            raise ExecutionError(f"op gru: Weight must be [{d}, {3 * d}], it is {list(self.w.shape)}")
+            raise ExecutionError(f"op {c.op_type}: the hidden weight must be [{d}, {3 * d}], it is "
+                                 f"{list(self.w.shape)}")
         self.w_ur, self.w_c = _split_weight(self.w, d)
-        bias = c.x("Bias")
+        bias = c.x("Bias") if fused is None else None
         self.bias = None if bias is None else np.asarray(bias).reshape(1, -1)
         if self.bias is not None and self.bias.shape[1] != 3 * d:
             raise ExecutionError(f"op gru: Bias must be [1, {3 * d}], it is {list(np.shape(bias))}")
         self.gate, self.act = _act(c, "gate_activation", "sigmoid"), _act(c, "activation", "tanh")
-        self.origin = bool(c.attr("origin_mode", False))
-        self.b = _Batch(c, x.shape[0])
+        self.origin = bool(c.attr("origin_mode", False)) if fused is None else False
+        self.b = _Batch(c, x.shape[0], "Input" if fused is None else "X")
         self.h0 = _init_state(c, "H0", self.b, d, x.dtype)
 
     def prev(self, n: int, hs: np.ndarray, k: int) -> np.ndarray:
@@ -491,3 +495,67 @@ def _gru_unit_samples(rng):
 register(paddle_opdef("gru_unit", _gru_unit, {"gru_unit_grad": _gru_unit_grad}, samples=_gru_unit_samples,
                       attrs_handled=("activation", "gate_activation", "origin_mode"),
                       doc="one GRU step: Gate [u, r, c], ResetHiddenPrev r * h_prev, Hidden"))
+
+
+# --------------------------------------------------------------------------
+# fusion_gru (inference only): fc then gru, Paddle's fused CPU kernel
+# --------------------------------------------------------------------------
+def _fusion_gru(c: Call):
+    x = np.asarray(c.x("X"))
+    if x.ndim == 3 and x.shape[1] == 1:
+        x = x.reshape(x.shape[0], x.shape[2])
+    if x.ndim != 2 or x.dtype.kind != "f":
+        raise ExecutionError(f"op fusion_gru: X must be a 2-D float tensor, it is {x.dtype} {list(x.shape)}")
+    wx, wh = np.asarray(c.x("WeightX")), np.asarray(c.x("WeightH"))
+    if wx.ndim != 2 or wx.shape[0] != x.shape[1]:
+        raise ExecutionError(f"op fusion_gru: WeightX must be [{x.shape[1]}, 3D], it is {list(wx.shape)}")
+    xx = x @ wx
+    if c.has("Bias"):
+        xx = xx + np.asarray(c.x("Bias")).reshape(1, -1)
+    m = _Gru(c, fused=(xx, wh))
+    gates, _, hs = m.forward()
+    if m.h0 is None:   # Paddle's first step without H0 (jit GRUH1) leaves the reset gate unactivated
+        first = m.b.rows(0)
+        gates[first, m.d: 2 * m.d] = xx[m.b.index[first], m.d: 2 * m.d]
+    hidden, seq_gates = np.empty_like(hs), np.empty_like(gates)
+    hidden[m.b.index], seq_gates[m.b.index] = hs, gates
+    # Paddle computes the gates in place: in XX (sequence order) on its sequence path, in
+    # BatchedInput (batch order) on its batch path, where XX is the fc output (or X reordered)
+    lods = {"Hidden": c.lod("X"), "XX": c.lod("X")}
+    res = {"Hidden": hidden, "XX": seq_gates, LOD_KEY: lods}
+    if not c.attr("use_seq", True) and m.b.n_seq > 1:
+        res["BatchedInput"], res["BatchedOut"] = gates, hs
+        lods["BatchedInput"] = lods["BatchedOut"] = m.b.lod()
+        if x.shape[1] > xx.shape[1]:
+            res["XX"] = xx
+        else:
+            res["XX"], lods["XX"] = x[m.b.index], m.b.lod()
+        if m.h0 is not None:
+            res["ReorderedH0"] = m.h0
+    return res
+
+
+def _fusion_gru_samples(rng):
+    def s(lod, m=4, d=2, h0=True, bias=True, note="", **attrs):
+        t, n = lod[-1], len(lod) - 1
+        ins = {"X": [rng.uniform(-1, 1, (t, m))], "WeightX": [rng.uniform(-0.8, 0.8, (m, 3 * d))],
+               "WeightH": [rng.uniform(-0.8, 0.8, (d, 3 * d))]}
+        if h0:
+            ins["H0"] = [rng.uniform(-1, 1, (n, d))]
+        if bias:
+            ins["Bias"] = [rng.uniform(-0.5, 0.5, (1, 3 * d))]
+        a = {"activation": "tanh", "gate_activation": "sigmoid", "is_reverse": False, "use_seq": True,
+             "origin_mode": False}
+        a.update(attrs)
+        return Sample(ins, a, lod={"X": [lod]}, outputs={"Hidden": 1, "XX": 1, "ReorderedH0": 1,
+                                                         "BatchedInput": 1, "BatchedOut": 1}, note=note)
+    return [s([0, 2, 5, 6], note="use_seq, h0"),
+            s([0, 3, 4], h0=False, is_reverse=True, note="use_seq, reverse, zero h0"),
+            s([0, 2, 5, 6], use_seq=False, note="batch path, h0"),
+            s([0, 1, 4], m=8, d=2, h0=False, bias=False, use_seq=False, is_reverse=True,
+              note="batch path, M > 3D, reverse")]
+
+
+register(paddle_opdef("fusion_gru", _fusion_gru, samples=_fusion_gru_samples,
+                      attrs_handled=("activation", "gate_activation", "is_reverse", "use_seq"),
+                      doc="inference-only fused fc + gru over LoD X (origin_mode ignored, as Paddle's kernel)"))
