@@ -31,8 +31,12 @@ batch layout (row k of step n at batch_starts[n] + k), with Paddle's LoD
   attrs coded 0 identity, 1 sigmoid, 2 tanh, 3 relu, computed plainly (Eigen),
   while lstm / gru use Paddle's clipped sigmoid (input in [-40, 13]) and tanh.
 
-The grads recompute the forward from the inputs in float64-safe NumPy and run
-backpropagation through time; they do not read the intermediate outputs.
+The grads recompute the forward from the inputs and run backpropagation
+through time; they do not read the intermediate outputs.
+
+fusion_gru / fusion_lstm (inference-only fc + gru / lstm, no grad) give
+Paddle's Hidden (and Cell); fusion_gru also its in-place gate buffers,
+fusion_lstm none of its scratch outputs.
 """
 from __future__ import annotations
 
@@ -141,31 +145,33 @@ def _float_input(c: Call) -> np.ndarray:
 # lstm
 # --------------------------------------------------------------------------
 class _Lstm:
-    """Decoded inputs and the forward pass in batch layout."""
+    """Decoded inputs and the forward pass in batch layout; `fused`: fusion_lstm's
+    projected X (bias included) and WeightH."""
 
-    def __init__(self, c: Call):
-        x = _float_input(c)
+    def __init__(self, c: Call, fused: tuple[np.ndarray, np.ndarray] | None = None):
+        x = _float_input(c) if fused is None else fused[0]
         if x.shape[1] % 4:
-            raise ExecutionError(f"op lstm: Input width {x.shape[1]} is not 4 * hidden size")
+            raise ExecutionError(f"op {c.op_type}: the input width {x.shape[1]} is not 4 * hidden size")
         d = x.shape[1] // 4
         self.d, self.x = d, x
-        self.w = np.asarray(c.x("Weight"))
+        self.w = np.asarray(c.x("Weight")) if fused is None else fused[1]
         if self.w.shape != (d, 4 * d):
-            raise ExecutionError(f"op lstm: Weight must be [{d}, {4 * d}], it is {list(self.w.shape)}")
+            raise ExecutionError(f"op {c.op_type}: the hidden weight must be [{d}, {4 * d}], it is "
+                                 f"{list(self.w.shape)}")
         bias = np.asarray(c.x("Bias")).reshape(-1)
         self.peep = bool(c.attr("use_peepholes", True))
         if bias.size != (7 if self.peep else 4) * d:
             raise ExecutionError(f"op lstm: Bias must be [1, {(7 if self.peep else 4) * d}] "
                                  f"(use_peepholes={self.peep}), it has {bias.size} values")
-        self.bias = bias
+        self.bias = bias if fused is None else np.zeros_like(bias)   # fused: already in x
         self.checks = bias[4 * d:].reshape(3, d) if self.peep else np.zeros((3, d), x.dtype)
         self.acts = [_act(c, "gate_activation", "sigmoid"), _act(c, "cell_activation", "tanh"),
                      _act(c, "candidate_activation", "tanh")]
-        self.b = _Batch(c, x.shape[0])
+        self.b = _Batch(c, x.shape[0], "Input" if fused is None else "X")
         self.h0 = _init_state(c, "H0", self.b, d, x.dtype)
         self.c0 = _init_state(c, "C0", self.b, d, x.dtype)
         if self.h0 is not None and self.c0 is None:
-            raise ExecutionError("op lstm: H0 is given without C0 (Paddle requires both or C0 alone)")
+            raise ExecutionError(f"op {c.op_type}: H0 is given without C0 (Paddle requires both or C0 alone)")
 
     def prev(self, n: int, arr: np.ndarray, init: np.ndarray | None, k: int) -> np.ndarray:
         if n == 0:
@@ -559,3 +565,55 @@ def _fusion_gru_samples(rng):
 register(paddle_opdef("fusion_gru", _fusion_gru, samples=_fusion_gru_samples,
                       attrs_handled=("activation", "gate_activation", "is_reverse", "use_seq"),
                       doc="inference-only fused fc + gru over LoD X (origin_mode ignored, as Paddle's kernel)"))
+
+
+# --------------------------------------------------------------------------
+# fusion_lstm (inference only): fc then lstm, Paddle's fused CPU kernel. Hidden and
+# Cell only: its scratch buffers (XX, Batched*, Reordered*, CheckedCell) are not written
+# --------------------------------------------------------------------------
+def _fusion_lstm(c: Call):
+    x = np.asarray(c.x("X"))
+    if x.ndim != 2 or x.dtype.kind != "f":
+        raise ExecutionError(f"op fusion_lstm: X must be a 2-D float tensor, it is {x.dtype} {list(x.shape)}")
+    wx, wh = np.asarray(c.x("WeightX")), np.asarray(c.x("WeightH"))
+    if wx.ndim != 2 or wx.shape[0] != x.shape[1]:
+        raise ExecutionError(f"op fusion_lstm: WeightX must be [{x.shape[1]}, 4D], it is {list(wx.shape)}")
+    xx = x @ wx + np.asarray(c.x("Bias")).reshape(-1)[: wx.shape[1]]
+    if c.has("H0") and not c.has("C0"):
+        raise ExecutionError("op fusion_lstm: H0 is given without C0")
+    m = _Lstm(c, fused=(xx, wh))
+    _, hs, cs, _ = m.forward()
+    hidden, cell = np.empty_like(hs), np.empty_like(cs)
+    hidden[m.b.index], cell[m.b.index] = hs, cs
+    lod = c.lod("X")
+    return {"Hidden": hidden, "Cell": cell, LOD_KEY: {"Hidden": lod, "Cell": lod}}
+
+
+def _fusion_lstm_samples(rng):
+    def s(lod, m=3, d=2, peep=False, h0=True, note="", **attrs):
+        t, n = lod[-1], len(lod) - 1
+        ins = {"X": [rng.uniform(-1, 1, (t, m))], "WeightX": [rng.uniform(-0.8, 0.8, (m, 4 * d))],
+               "WeightH": [rng.uniform(-0.8, 0.8, (d, 4 * d))],
+               "Bias": [rng.uniform(-0.5, 0.5, (1, (7 if peep else 4) * d))]}
+        if h0:
+            ins["H0"] = [rng.uniform(-1, 1, (n, d))]
+            ins["C0"] = [rng.uniform(-1, 1, (n, d))]
+        a = {"use_peepholes": peep, "is_reverse": False, "use_seq": True, "gate_activation": "sigmoid",
+             "cell_activation": "tanh", "candidate_activation": "tanh"}
+        a.update(attrs)
+        return Sample(ins, a, lod={"X": [lod]}, outputs={"Hidden": 1, "Cell": 1, "XX": 1, "BatchedInput": 1,
+                                                         "BatchedHidden": 1, "BatchedCell": 1,
+                                                         "ReorderedH0": 1, "ReorderedC0": 1, "CheckedCell": 1},
+                      note=note)
+    return [s([0, 2, 5, 6], note="use_seq, h0, c0"),
+            s([0, 3, 4], h0=False, is_reverse=True, note="use_seq, reverse, zero state"),
+            s([0, 2, 5, 6], use_seq=False, note="batch path"),
+            s([0, 1, 4], m=9, h0=False, use_seq=False, is_reverse=True, note="batch path, M > 4D, reverse"),
+            s([0, 2, 5, 6], peep=True, note="peepholes"),
+            s([0, 3, 4], peep=True, h0=False, use_seq=False, note="peepholes, batch path, zero state")]
+
+
+register(paddle_opdef("fusion_lstm", _fusion_lstm, samples=_fusion_lstm_samples,
+                      attrs_handled=("use_peepholes", "is_reverse", "use_seq", "gate_activation",
+                                     "cell_activation", "candidate_activation"),
+                      doc="inference-only fused fc + lstm over LoD X"))
