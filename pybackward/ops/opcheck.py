@@ -52,9 +52,19 @@ def run_kernel(op_type: str, ins: dict[str, list[np.ndarray]], attrs: dict[str, 
     return {k: (list(v) if isinstance(v, (list, tuple)) else [v]) for k, v in res.items() if k != LOD_KEY}
 
 
+def slot_lods(lod: Any) -> list:
+    """A Sample.lod entry as one LoD per var: a LoD (`[[0, 2, 5]]`) is the
+    slot's first var's; a list of LoDs (`[[[0, 2]], [[0, 1, 2]]]`) one per var."""
+    if not lod:
+        return []
+    return list(lod) if isinstance(lod[0], (list, tuple)) and lod[0] and isinstance(lod[0][0], (list, tuple)) \
+        else [lod]
+
+
 def sample_lods(sample_lod: dict | None, ins_names: dict[str, list[str]]) -> dict[str, Any]:
-    """A Sample's `lod` as var name -> LoD (for the slot's first var)."""
-    return {ins_names[s][0]: lod for s, lod in (sample_lod or {}).items() if lod and ins_names.get(s)}
+    """A Sample's `lod` as var name -> LoD."""
+    return {n: lod for s, v in (sample_lod or {}).items() for n, lod in zip(ins_names.get(s, ()), slot_lods(v))
+            if lod}
 
 
 def _slot_lods(ins_names: dict[str, list[str]], name_lods: dict[str, Any]) -> dict | None:

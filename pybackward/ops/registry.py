@@ -255,7 +255,7 @@ class Sample:
     wrt: tuple[str, ...] | None = None
     note: str = ""
     #: LoDs of the inputs, slot -> LoD of the slot's first var (offset lists;
-    #: docs/lod.md); None when the op reads no LoD.
+    #: docs/lod.md), or a list of LoDs, one per var; None when the op reads no LoD.
     lod: dict[str, list[list[int]]] | None = None
 
 

@@ -17,6 +17,9 @@ for the LoD conventions).
   output position, `[N * oh * ow, C * kh * kw]`, with LoD `[0, oh*ow, ...]`.
   The Y input (real image sizes, with out_stride) is not supported for a
   batch of more than one image.
+* fusion_seqconv_eltadd_relu (inference): relu(the zero-padded context
+  projection @ Filter + Bias); ColMat is the projection. Equal to Paddle's
+  hand-written im2col for every contextStart sampled (negative, zero, positive).
 """
 from __future__ import annotations
 
@@ -261,3 +264,40 @@ def _im2seq_samples(rng):
 register(paddle_opdef("im2sequence", _im2sequence, {"im2sequence_grad": _im2sequence_grad},
                       samples=_im2seq_samples, attrs_handled=("kernels", "strides", "paddings"),
                       doc="image patches as a sequence per image: [N*oh*ow, C*kh*kw] with LoD"))
+
+
+# --------------------------------------------------------------------------
+# fusion_seqconv_eltadd_relu (inference): relu(sequence_conv(X) + Bias), zero padding
+# --------------------------------------------------------------------------
+def _fusion_seqconv_eltadd_relu(c: Call):
+    x = np.asarray(c.x("X"))
+    if x.ndim != 2 or x.dtype.kind != "f":
+        raise ExecutionError(f"op {c.op_type}: X must be a 2-D float tensor, it is {x.dtype} {list(x.shape)}")
+    if c.lod("X") and len(c.lod("X")) != 1:
+        raise ExecutionError(f"op {c.op_type}: only one LoD level is supported")
+    idx, cl = _context_index(c, x, 0)
+    ext = np.concatenate([x, np.zeros((1, x.shape[1]), x.dtype)])
+    col = ext[idx].reshape(x.shape[0], cl * x.shape[1])
+    f, b = np.asarray(c.x("Filter")), np.asarray(c.x("Bias")).reshape(1, -1)
+    if f.shape[0] != col.shape[1] or b.shape[1] != f.shape[1]:
+        raise ExecutionError(f"op {c.op_type}: Filter must be [{col.shape[1]}, N] and Bias hold N values, got "
+                             f"{list(f.shape)}, {b.size}")
+    return {"Out": np.maximum(col @ f + b, 0), "ColMat": col, LOD_KEY: {"Out": c.lod("X")}}
+
+
+def _seqconv_relu_samples(rng):
+    def s(lod, cl, start, m=2, n=3, note=""):
+        return Sample({"X": [rng.uniform(-1, 1, (lod[-1], m))], "Filter": [rng.uniform(-1, 1, (cl * m, n))],
+                       "Bias": [rng.uniform(-0.5, 0.5, (1, n))]},
+                      {"contextLength": cl, "contextStart": start, "contextStride": 1}, lod={"X": [lod]},
+                      note=note)
+    return [s([0, 4, 7], 3, -1, note="context 3 centred"),
+            s([0, 5, 6], 3, 0, note="look ahead"),
+            s([0, 1, 3, 8], 5, -2, note="short sequences"),
+            s([0, 6], 4, -3, note="look back"),
+            s([0, 4, 7], 2, 1, note="positive start"), s([0, 1, 3, 8], 3, 2, note="positive start, short")]
+
+
+register(paddle_opdef("fusion_seqconv_eltadd_relu", _fusion_seqconv_eltadd_relu, samples=_seqconv_relu_samples,
+                      attrs_handled=("contextLength", "contextStart", "contextStride"),
+                      doc="inference-only: relu(context projection (zero padding) @ Filter + Bias)"))

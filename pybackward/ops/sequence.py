@@ -382,3 +382,43 @@ register(paddle_opdef("match_matrix_tensor", _match_matrix_tensor,
                       attrs_handled=("dim_t",),
                       doc="per sequence pair: x_b W[:, t, :] y_b^T for each t, flattened, with LoD; "
                           "Tmp = X W"))
+
+
+# --------------------------------------------------------------------------
+# fusion_seqpool_concat (inference): sequence_pool of each X, concatenated
+# --------------------------------------------------------------------------
+def _fusion_seqpool_concat(c: Call):
+    pool = str(c.attr("pooltype", "SUM")).upper()
+    if pool not in ("SUM", "AVERAGE", "SQRT"):
+        raise c.unsupported("pooltype", c.attr("pooltype"), "Paddle's kernel pools SUM, AVERAGE or SQRT")
+    if int(c.attr("axis", 1)) != 1:
+        raise c.unsupported("axis", c.attr("axis"), "Paddle's kernel concatenates along axis 1 only")
+    outs = []
+    for i, x in enumerate(c.xs("X")):
+        x = np.asarray(x)
+        lod = c.lod("X", i)
+        if not lod:
+            raise ExecutionError(f"op fusion_seqpool_concat: X[{i}] has no LoD")
+        off = np.asarray(lod[0], np.int64)
+        lens = np.diff(off)
+        if (lens == 0).any():
+            raise ExecutionError("op fusion_seqpool_concat: an empty sequence (Paddle's kernel reads past it)")
+        if outs and len(lens) != outs[0].shape[0]:
+            raise ExecutionError("op fusion_seqpool_concat: every X must hold as many sequences")
+        s = np.add.reduceat(x.reshape(x.shape[0], -1), off[:-1], axis=0)
+        h = lens[:, None].astype(x.dtype)
+        outs.append(s if pool == "SUM" else s / h if pool == "AVERAGE" else s / np.sqrt(h))
+    out = np.concatenate(outs, axis=1)
+    return {"Out": out, LOD_KEY: {"Out": [list(range(out.shape[0] + 1))]}}
+
+
+def _seqpool_concat_samples(rng):
+    lods = ([[0, 2, 5]], [[0, 1, 4]], [[0, 3, 4]])
+    xs = [rng.uniform(-1, 1, (lod[0][-1], 3)) for lod in lods]
+    return [Sample({"X": xs}, {"pooltype": p, "axis": 1}, lod={"X": list(lods)}, note=p)
+            for p in ("SUM", "AVERAGE", "SQRT")]
+
+
+register(paddle_opdef("fusion_seqpool_concat", _fusion_seqpool_concat, samples=_seqpool_concat_samples,
+                      attrs_handled=("pooltype", "axis"),
+                      doc="inference-only: SUM / AVERAGE / SQRT pool of each X's sequences, concatenated"))

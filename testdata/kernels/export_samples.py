@@ -55,7 +55,7 @@ def export(family: str, ops: list[str]) -> int:
             rng = np.random.default_rng(1000 + i)
             out_counts = sample.outputs or {s: 1 for s in d.outputs}
             try:
-                lods = {s: [lod] for s, lod in (sample.lod or {}).items()}
+                lods = {s: opcheck.slot_lods(lod) for s, lod in (sample.lod or {}).items()}
                 outs = opcheck.run_kernel(op_type, sample.inputs, dict(sample.attrs),
                                           {s: [f"{s}{k}" for k in range(n)] for s, n in out_counts.items()},
                                           lods=lods)

@@ -33,6 +33,14 @@ ALIAS = {"batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"},
          "hierarchical_sigmoid": {"W_Out": "W"}}
 
 
+def _var_lod(lod, i):
+    """The LoD of var i of a slot: a case's "lod" entry is one LoD (the first var's) or a list, one per var."""
+    if not lod:
+        return None
+    per_var = lod if isinstance(lod[0], list) and lod[0] and isinstance(lod[0][0], list) else [lod]
+    return per_var[i] if i < len(per_var) else None
+
+
 def run_case(case, arrays, dtype, exe, with_loss=True):
     """Fetched values: `out|slot|i` (and `grad|slot|i` with the loss)."""
     name = case["case"]
@@ -48,7 +56,7 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
                 a = arrays[f"{name}|in|{slot}|{i}"]
                 if a.dtype.kind == "f":
                     a = a.astype(dtype)
-                lod = lods.get(slot) if lods and i == 0 else None
+                lod = _var_lod(lods.get(slot), i) if lods else None
                 # a LoD input's rows are unknown at compile time, as in real programs
                 v = paddle.static.data(f"in_{slot}_{i}", [-1] + list(a.shape[1:]) if lod else list(a.shape),
                                        str(a.dtype), lod_level=len(lod) if lod else 0)
