@@ -142,6 +142,20 @@ def test_lod_model_runs_from_the_cli_with_an_npz_lod(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")[spec["loss"]], want[spec["loss"]], rtol=2e-5)
 
 
+def test_lod_model_gradients_pass_the_cli_check(tmp_path):
+    """`pybackward check` (float64 finite differences) with the LoD given in the .npz."""
+    from click.testing import CliRunner
+    from pybackward_cli.main import cli
+    spec, feed, params, _ = _seq_model()
+    np.savez(tmp_path / "feeds.npz", **feed)
+    np.savez(tmp_path / "params.npz", **params)
+    r = CliRunner().invoke(cli, ["check", str(SEQ / "forward.pb"), "--loss", spec["loss"], "--params",
+                                 str(tmp_path / "params.npz"), "--feeds", str(tmp_path / "feeds.npz"),
+                                 "--wrt", "lstm_w", "--wrt", "gru_b", "--wrt", "sequence_conv_0.w_0"])
+    assert r.exit_code == 0, r.output
+    assert r.output.count(" ok") == 3, r.output
+
+
 def test_bad_lods_are_clear_errors():
     spec, feed, params, _ = _seq_model()
     prog = pybackward.load(SEQ / "forward.pb")
