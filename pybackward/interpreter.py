@@ -27,7 +27,8 @@ from .errors import ArgumentTypeError, ExecutionError, ExecutionLimitError, PyBa
 from .backward.emit import find_var_desc
 from .ops import registry
 from .ops.paddle_data import paddle_runs_on_cpu
-from .ops.registry import EMPTY_VAR_NAME, Call
+from .ops.registry import EMPTY_VAR_NAME, LOD_KEY, Call
+from .ops import lod as _lod
 from .program import Block, Program, Variable
 
 _LIST_VAR_TYPES = (dtypes.VarType.FEED_MINIBATCH, dtypes.VarType.FETCH_LIST)
@@ -109,6 +110,9 @@ class _Step:
     #: when no scope holds them yet (Paddle creates every var of a block in
     #: that block's scope before running it).
     outer_depth: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: output -> the input whose LoD it takes when the kernel says
+    #: nothing about it (Paddle's ShareLoD; see docs/lod.md).
+    lod_share: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class OpEnv:
@@ -161,6 +165,8 @@ class Executor:
         self.progress = progress
         self._deadline: float | None = None
         self._plans: dict[tuple, Any] = {}
+        #: Var name -> LoD (Paddle's offset lists) for the vars of the last run that have one.
+        self._lods: dict[str, list[list[int]]] = {}
         #: Peak bytes held by the run's scopes, when `track_memory` is on.
         self.track_memory = False
         self.peak_bytes = 0
@@ -174,6 +180,7 @@ class Executor:
         scope = Scope() if scope is None else scope
         local = scope.child()
         block = program.global_block()
+        self._lods = {}
         self._place_feeds(program, block, feed or {}, scope, local)
         self.peak_bytes = 0
         self._deadline = None if self.timeout is None else time.monotonic() + self.timeout
@@ -191,6 +198,11 @@ class Executor:
             out.append(np.asarray(v) if return_numpy and not isinstance(v, list) else v)
         return out
 
+    def lod(self, name: str) -> list[list[int]] | None:
+        """The LoD (offset lists, outer level first) the last run gave var `name`, or None."""
+        lod = self._lods.get(name)
+        return None if lod is None else [list(level) for level in lod]
+
     def check_deadline(self, doing: str) -> None:
         """Raise ExecutionLimitError if this run is past its `timeout`."""
         if self._deadline is not None and time.monotonic() > self._deadline:
@@ -200,6 +212,7 @@ class Executor:
     # -- feeds -------------------------------------------------------------
     def _place_feeds(self, program: Program, block: Block, feed: Mapping[str, Any],
                      scope: Scope, local: Scope) -> None:
+        feed, lods = _lod.split_feeds(block, feed, where(program.source, 0))
         for name, value in feed.items():
             var = block.find_var_recursive(name)
             if var is None:
@@ -222,6 +235,8 @@ class Executor:
                 raise ExecutionError(f"{where(program.source, 0, var=name)}: feed has shape "
                                      f"{list(arr.shape)}, the variable is declared {list(shape)}")
             (scope if var.persistable else local).set(name, arr)
+            if name in lods:
+                self._lods[name] = _lod.checked(lods.pop(name), arr, where(program.source, 0, var=name))
         for name in self._list_vars(block):
             local.set(name, [])
 
@@ -289,7 +304,8 @@ class Executor:
                 depth[n] = k
         return _Step(index, op.type, opdef.kernel, ins, outs, tuple(out_items), attrs, in_names,
                      opdef.allow_missing_inputs,
-                     frozenset(arrays), frozenset(local), depth)
+                     frozenset(arrays), frozenset(local), depth,
+                     _lod.share_pairs(opdef.sets_lod_level, in_names, outs))
 
     # -- run ---------------------------------------------------------------
     def _run_block(self, block: Block, scope: Scope, root: Scope | None = None) -> None:
@@ -302,6 +318,7 @@ class Executor:
         local = scope.vars
         find = scope.find
         rng, check_nan, track = self.rng, self.check_nan, self.track_memory
+        lods = self._lods
         timed = top and self._deadline is not None
         progress = self.progress if top else None
         plan = self._plan(block)
@@ -332,7 +349,8 @@ class Executor:
                     vals.append(v)
                 ins[slot] = vals
             try:
-                res = step.kernel(Call(step.op_type, ins, step.attrs, step.outs, rng, env))
+                res = step.kernel(Call(step.op_type, ins, step.attrs, step.outs, rng, env,
+                                       _lod.input_lods(step.ins, lods) if lods else None))
             except PyBackwardError as e:
                 cls = ExecutionLimitError if isinstance(e, ExecutionLimitError) else ExecutionError
                 raise cls(f"{where(program.source, block.idx, step.index, step.op_type)}: {e}") from None
@@ -382,6 +400,8 @@ class Executor:
                                     break
                                 owner = owner.parent
                         owner.vars[n] = v
+            if lods or LOD_KEY in res:
+                _lod.set_output_lods(step.outs, step.lod_share, res, lods)
             if track:
                 self.peak_bytes = max(self.peak_bytes, scope_bytes(scope, root))
 

@@ -11,8 +11,8 @@ themselves into it when this package imports them, and any import of
 import importlib
 import pkgutil
 
-#: Modules of the package that declare no ops: the registry and what it reads.
-MACHINERY = {"registry", "paddle_table", "paddle_data", "opcheck", "custom"}
+#: Modules of the package that declare no ops: the registry, what it reads, and the LoD helpers.
+MACHINERY = {"registry", "paddle_table", "paddle_data", "opcheck", "custom", "lod"}
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _info.name.startswith("_") and _info.name not in MACHINERY:

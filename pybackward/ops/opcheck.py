@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from .. import attrs as _attrs
+from . import lod as _lod
 from .._proto import framework_pb2 as pb
 from ..errors import UnknownOpError
 from . import registry
-from .registry import EMPTY_VAR_NAME, GRAD_SUFFIX, Call, FwdOp, GradOp, OpDef, Sample
+from .registry import EMPTY_VAR_NAME, GRAD_SUFFIX, LOD_KEY, Call, FwdOp, GradOp, OpDef, Sample
 
 
 def encode_attrs(attrs: dict[str, Any]) -> list[pb.OpDesc.Attr]:
@@ -37,13 +38,44 @@ def grad_op_attrs(g: GradOp) -> dict[str, Any]:
 
 
 def run_kernel(op_type: str, ins: dict[str, list[np.ndarray]], attrs: dict[str, Any],
-               outs: dict[str, list[str]], rng: np.random.Generator | None = None) -> dict[str, list[np.ndarray]]:
-    """Call an op's kernel; results as {slot: [arrays]} aligned with `outs`."""
+               outs: dict[str, list[str]], rng: np.random.Generator | None = None,
+               lods: dict[str, list] | None = None, out_lods: dict | None = None) -> dict[str, list[np.ndarray]]:
+    """Call an op's kernel; results as {slot: [arrays]} aligned with `outs`.
+    `lods`: the inputs' LoDs (slot -> [lod or None per var]); the LoDs the
+    kernel gives its outputs (slot -> lod) go into `out_lods` if given."""
     opdef = registry.get(op_type)
     if opdef.kernel is None:
         raise UnknownOpError(f"op type '{op_type}' has no kernel")
-    res = opdef.kernel(Call(op_type, ins, attrs, outs, rng or np.random.default_rng(0)))
-    return {k: (list(v) if isinstance(v, (list, tuple)) else [v]) for k, v in res.items()}
+    res = opdef.kernel(Call(op_type, ins, attrs, outs, rng or np.random.default_rng(0), lods=lods or None))
+    if out_lods is not None:
+        out_lods.update(res.get(LOD_KEY) or {})
+    return {k: (list(v) if isinstance(v, (list, tuple)) else [v]) for k, v in res.items() if k != LOD_KEY}
+
+
+def slot_lods(lod: Any) -> list:
+    """A Sample.lod entry as one LoD per var: a LoD (`[[0, 2, 5]]`) is the
+    slot's first var's; a list of LoDs (`[[[0, 2]], [[0, 1, 2]]]`) one per var."""
+    if not lod:
+        return []
+    return list(lod) if isinstance(lod[0], (list, tuple)) and lod[0] and isinstance(lod[0][0], (list, tuple)) \
+        else [lod]
+
+
+def sample_lods(sample_lod: dict | None, ins_names: dict[str, list[str]]) -> dict[str, Any]:
+    """A Sample's `lod` as var name -> LoD."""
+    return {n: lod for s, v in (sample_lod or {}).items() for n, lod in zip(ins_names.get(s, ()), slot_lods(v))
+            if lod}
+
+
+def _slot_lods(ins_names: dict[str, list[str]], name_lods: dict[str, Any]) -> dict | None:
+    return _lod.input_lods(tuple(ins_names.items()), name_lods) if name_lods else None
+
+
+def _output_lods(opdef_type: str, ins_names: dict[str, list[str]], outs_names: dict[str, list[str]],
+                 res: dict, given: dict, name_lods: dict[str, Any]) -> None:
+    """The LoDs the interpreter would give an op's outputs (lod.set_output_lods)."""
+    share = _lod.share_pairs(registry.get(opdef_type).sets_lod_level, ins_names, outs_names)
+    _lod.set_output_lods(outs_names, share, {**res, LOD_KEY: given}, name_lods)
 
 
 def _names(slot: str, n: int) -> list[str]:
@@ -68,13 +100,23 @@ def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float =
     values = {n: np.asarray(a) for s, arrs in sample.inputs.items() for n, a in zip(ins_names[s], arrs)}
     out_counts = sample.outputs or {s: 1 for s in opdef.outputs}
     outs_names = {s: _names(s, k) for s, k in out_counts.items()}
+    name_lods = sample_lods(sample.lod, ins_names)
+    in_lods = _slot_lods(ins_names, name_lods)
 
-    def forward(vals: dict[str, np.ndarray]) -> dict[str, list[np.ndarray]]:
+    def forward(vals: dict[str, np.ndarray], out_lods: dict | None = None) -> dict[str, list[np.ndarray]]:
         ins = {s: [vals[n] for n in names] for s, names in ins_names.items()}
-        return run_kernel(opdef.type, ins, dict(sample.attrs), outs_names, np.random.default_rng(seed))
+        return run_kernel(opdef.type, ins, dict(sample.attrs), outs_names, np.random.default_rng(seed),
+                          in_lods, out_lods)
 
-    fwd_out = forward(values)
-    diff_out_slots = [s for s in outs_names if s not in opdef.intermediate_outputs]
+    given: dict = {}
+    fwd_out = forward(values, given)
+    _output_lods(opdef.type, ins_names, outs_names, fwd_out, given, name_lods)
+    # Outputs whose gradient no grad op reads (lstm's Cell, match_matrix_tensor's
+    # Tmp) are not differentiated, in Paddle as here: they get no cotangent.
+    read = {a for g in opdef.make_grad(FwdOp(opdef.type, ins_names, outs_names, encode_attrs(sample.attrs),
+                                             frozenset())) for a in g.input_args()}
+    diff_out_slots = [s for s in outs_names if s not in opdef.intermediate_outputs
+                      and any(n + GRAD_SUFFIX in read for n in outs_names[s])]
     cot: dict[str, np.ndarray] = {}
     for s in diff_out_slots:
         for n, arr in zip(outs_names[s], fwd_out.get(s, [])):
@@ -83,7 +125,7 @@ def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float =
             elif np.issubdtype(arr.dtype, np.complexfloating):
                 cot[n] = complex_cotangent(rng, arr.shape)
 
-    scope = _backward(opdef, values, ins_names, outs_names, fwd_out, cot, sample.attrs)
+    scope = _backward(opdef, values, ins_names, outs_names, fwd_out, cot, sample.attrs, lods=name_lods)
     wrt = sample.wrt if sample.wrt is not None else tuple(
         s for s in (opdef.differentiable_inputs or tuple(ins_names)) if s in ins_names)
     results = []
@@ -101,7 +143,7 @@ def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float =
             numeric = np.zeros(x.shape)  # C-contiguous, so the flat view below writes into it
             flat = numeric.reshape(-1)
             for i in range(x.size):
-                plus, minus = dict(values), dict(values)
+                plus, minus = dict(values), dict(values)  # the LoDs stay
                 xp, xm = x.copy(), x.copy()
                 xp.reshape(-1)[i] += eps
                 xm.reshape(-1)[i] -= eps
@@ -122,17 +164,21 @@ def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float =
 def _backward(opdef: OpDef, values: dict[str, np.ndarray], ins_names: dict[str, list[str]],
               outs_names: dict[str, list[str]], fwd_out: dict[str, list[np.ndarray]],
               cot: dict[str, np.ndarray], attrs: dict[str, Any],
-              zero_missing: bool = False) -> dict[str, np.ndarray]:
+              zero_missing: bool = False, lods: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
     """Run the op's grad ops with `cot` as the output gradients; the scope
     after (inputs, outputs, and `name@GRAD` for every gradient made).
     `zero_missing`: an output gradient a grad op reads but `cot` lacks is
-    zeros, as Paddle's backward fills it."""
+    zeros, as Paddle's backward fills it. `lods`: var name -> LoD of the
+    inputs and outputs (the gradients get their vars' LoDs)."""
+    lods = dict(lods or {})
     scope: dict[str, np.ndarray] = dict(values)
     for s, names in outs_names.items():
         for n, arr in zip(names, fwd_out.get(s, [])):
             scope[n] = arr
     for n, v in cot.items():
         scope[n + GRAD_SUFFIX] = v
+    for n in list(lods):
+        lods[n + GRAD_SUFFIX] = lods[n]
     if zero_missing:
         for names in outs_names.values():
             for n in names:
@@ -142,7 +188,7 @@ def _backward(opdef: OpDef, values: dict[str, np.ndarray], ins_names: dict[str, 
     written: set[str] = set()  # grads of inputs written by an earlier grad op: accumulate
     for g in opdef.make_grad(fwd):
         g_ins = {s: [_lookup(scope, a) for a in args] for s, args in g.inputs.items()}
-        res = run_kernel(g.type, g_ins, grad_op_attrs(g), g.outputs)
+        res = run_kernel(g.type, g_ins, grad_op_attrs(g), g.outputs, lods=_slot_lods(g.inputs, lods))
         for s, args in g.outputs.items():
             for a, arr in zip(args, res.get(s, [])):
                 if a == EMPTY_VAR_NAME:
@@ -154,20 +200,28 @@ def _backward(opdef: OpDef, values: dict[str, np.ndarray], ins_names: dict[str, 
 
 def run_with_grads(op_type: str, inputs: dict[str, list[np.ndarray]], attrs: dict[str, Any],
                    out_counts: dict[str, int], cots: dict[str, list[np.ndarray | None]],
-                   seed: int = 0) -> tuple[dict[str, list[np.ndarray]], dict[str, list[np.ndarray | None]]]:
+                   seed: int = 0, lod: dict | None = None, out_lods: dict | None = None
+                   ) -> tuple[dict[str, list[np.ndarray]], dict[str, list[np.ndarray | None]]]:
     """Forward outputs, and the gradients of sum over outputs of <cot, out>
     with respect to every input (None where the op makes none) - what
-    Paddle's `gradients()` of that sum gives, for comparing kernels."""
+    Paddle's `gradients()` of that sum gives, for comparing kernels. `lod`:
+    as Sample.lod; the outputs' LoDs (slot -> [lod or None]) go into `out_lods`."""
     opdef = registry.get(op_type)
     ins_names = {s: _names(s, len(a)) for s, a in inputs.items()}
     values = {n: np.asarray(a) for s, arrs in inputs.items() for n, a in zip(ins_names[s], arrs)}
     outs_names = {s: _names(s, k) for s, k in out_counts.items()}
+    name_lods = sample_lods(lod, ins_names)
+    given: dict = {}
     fwd_out = run_kernel(op_type, {s: [values[n] for n in ns] for s, ns in ins_names.items()},
-                         dict(attrs), outs_names, np.random.default_rng(seed))
+                         dict(attrs), outs_names, np.random.default_rng(seed), _slot_lods(ins_names, name_lods),
+                         given)
+    _output_lods(op_type, ins_names, outs_names, fwd_out, given, name_lods)
+    if out_lods is not None:
+        out_lods.update({s: [name_lods.get(n) for n in names] for s, names in outs_names.items()})
     cot = {n: c for s, names in outs_names.items() for n, c in zip(names, cots.get(s, []))
            if c is not None}
-    scope = _backward(opdef, values, ins_names, outs_names, fwd_out, cot, attrs, zero_missing=True) \
-        if opdef.grad is not None else {}
+    scope = _backward(opdef, values, ins_names, outs_names, fwd_out, cot, attrs, zero_missing=True,
+                      lods=name_lods) if opdef.grad is not None else {}
     grads = {s: [scope.get(n + GRAD_SUFFIX) for n in names] for s, names in ins_names.items()}
     return fwd_out, grads
 

@@ -30,6 +30,11 @@ from ..errors import ExecutionError, UnknownOpError
 
 GRAD_SUFFIX = "@GRAD"
 EMPTY_VAR_NAME = "@EMPTY@"
+#: The key under which a kernel's result gives its outputs' LoDs:
+#: `{"Out": arr, LOD_KEY: {"Out": lod}}` (a lod per var, or a list of them;
+#: None clears it). A LoD is Paddle's offsets: a list of levels, each a list
+#: of ints starting at 0 (docs/lod.md).
+LOD_KEY = "@lod"
 
 
 # --------------------------------------------------------------------------
@@ -38,11 +43,11 @@ EMPTY_VAR_NAME = "@EMPTY@"
 class Call:
     """One execution of an op: its input arrays, decoded attrs and output names."""
 
-    __slots__ = ("ins", "attrs", "outs", "op_type", "rng", "env")
+    __slots__ = ("ins", "attrs", "outs", "op_type", "rng", "env", "lods")
 
     def __init__(self, op_type: str, ins: dict[str, list], attrs: dict[str, Any],
                  outs: dict[str, list[str]], rng: np.random.Generator | None = None,
-                 env: Any = None):
+                 env: Any = None, lods: dict[str, list] | None = None):
         self.op_type = op_type
         self.ins = ins
         self.attrs = attrs
@@ -50,6 +55,8 @@ class Call:
         self.rng = rng
         #: The interpreter's hooks for ops that run sub-blocks (see interpreter.OpEnv).
         self.env = env
+        #: Input LoDs, slot -> [lod or None per var]; None when no input has one.
+        self.lods = lods
 
     def x(self, slot: str) -> Any:
         """The single (first) array of an input slot, or None if it is empty."""
@@ -64,6 +71,11 @@ class Call:
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
+
+    def lod(self, slot: str, i: int = 0) -> list[list[int]] | None:
+        """The LoD of the i-th var of an input slot (a list of offset lists), or None."""
+        per_slot = self.lods.get(slot) if self.lods else None
+        return per_slot[i] if per_slot and i < len(per_slot) else None
 
     def wants(self, slot: str) -> bool:
         """True if the op has a real (non-@EMPTY@) output in `slot`."""
@@ -233,8 +245,8 @@ def make_grad_ops(spec: GradSpec, fwd: FwdOp) -> list[GradOp]:
 @dataclasses.dataclass
 class Sample:
     """Inputs for the registry-wide tests: arrays per input slot, attrs, and
-    how many vars each output slot gets (default 1 for each declared slot).
-    `wrt` names the input slots to check by finite differences (default: every
+    how many vars each output slot gets (default 1 for each declared slot),
+    and the inputs' LoDs (`lod`, for sequence ops). `wrt` names the input slots to check by finite differences (default: every
     float input the op differentiates)."""
 
     inputs: dict[str, list[np.ndarray]]
@@ -242,6 +254,9 @@ class Sample:
     outputs: dict[str, int] | None = None
     wrt: tuple[str, ...] | None = None
     note: str = ""
+    #: LoDs of the inputs, slot -> LoD of the slot's first var (offset lists;
+    #: docs/lod.md), or a list of LoDs, one per var; None when the op reads no LoD.
+    lod: dict[str, list[list[int]]] | None = None
 
 
 @dataclasses.dataclass

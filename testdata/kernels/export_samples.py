@@ -55,8 +55,10 @@ def export(family: str, ops: list[str]) -> int:
             rng = np.random.default_rng(1000 + i)
             out_counts = sample.outputs or {s: 1 for s in d.outputs}
             try:
+                lods = {s: opcheck.slot_lods(lod) for s, lod in (sample.lod or {}).items()}
                 outs = opcheck.run_kernel(op_type, sample.inputs, dict(sample.attrs),
-                                          {s: [f"{s}{k}" for k in range(n)] for s, n in out_counts.items()})
+                                          {s: [f"{s}{k}" for k in range(n)] for s, n in out_counts.items()},
+                                          lods=lods)
             except Exception as e:  # a sample meant to fail, or a kernel bug: record it
                 print(f"{name}: forward failed here: {e}", file=sys.stderr)
                 continue
@@ -77,11 +79,14 @@ def export(family: str, ops: list[str]) -> int:
                     arrays[f"{name}|in|{s}|{k}"] = np.asarray(a)
             wrt = sample.wrt if sample.wrt is not None else tuple(
                 s for s in (d.differentiable_inputs or sample.inputs) if s in sample.inputs)
-            cases.append({"case": name, "op": op_type, "attrs": {k: plain(v) for k, v in sample.attrs.items()},
-                          "inputs": {s: len(a) for s, a in sample.inputs.items()},
-                          "outputs": dict(out_counts), "out_dtypes": dtypes, "loss": loss,
-                          "wrt": [s for s in wrt if s in sample.inputs] if d.grad is not None else [],
-                          "note": sample.note})
+            case = {"case": name, "op": op_type, "attrs": {k: plain(v) for k, v in sample.attrs.items()},
+                    "inputs": {s: len(a) for s, a in sample.inputs.items()},
+                    "outputs": dict(out_counts), "out_dtypes": dtypes, "loss": loss,
+                    "wrt": [s for s in wrt if s in sample.inputs] if d.grad is not None else [],
+                    "note": sample.note}
+            if sample.lod is not None:  # a sequence op: inputs' LoDs (slot -> lod of its first var)
+                case["lod"] = {s: plain(lod) for s, lod in sample.lod.items()}
+            cases.append(case)
     (HERE / f"{family}.samples.json").write_text(json.dumps(cases, indent=0) + "\n")
     np.savez_compressed(HERE / f"{family}.samples.npz", **arrays)
     return len(cases)

@@ -9,7 +9,8 @@ for a complex output: its gradient is cot in Paddle's dL/dRe + i dL/dIm),
 `paddle.static.gradients(loss, differentiated inputs)`, and
 Paddle's Executor on CPU. Keys: `<case>|<dtype>|out|<slot>|<i>`,
 `<case>|<dtype>|grad|<slot>|<i>`; the JSON says per case and dtype what ran,
-or Paddle's error.
+or Paddle's error. A case with a "lod" (sequence ops) feeds those inputs as
+LoDTensors and records the outputs' LoDs too ("lods": `out|<slot>|<i>` -> lod).
 
     FLAGS_enable_pir_api=0 /path/to/paddle/python testdata/kernels/gen_kernel_refs.py [family ...]
 """
@@ -32,7 +33,16 @@ DTYPES = ("float32", "float64")
 COMPLEX = {"float32": "complex64", "float64": "complex128"}
 #: Outputs Paddle requires to be the same var as an input (in-place updates).
 ALIAS = {"batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"},
-         "sync_batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"}}
+         "sync_batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"},
+         "hierarchical_sigmoid": {"W_Out": "W"}}
+
+
+def _var_lod(lod, i):
+    """The LoD of var i of a slot: a case's "lod" entry is one LoD (the first var's) or a list, one per var."""
+    if not lod:
+        return None
+    per_var = lod if isinstance(lod[0], list) and lod[0] and isinstance(lod[0][0], list) else [lod]
+    return per_var[i] if i < len(per_var) else None
 
 
 def run_case(case, arrays, dtype, exe, with_loss=True):
@@ -40,6 +50,7 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
     name = case["case"]
     main, startup = paddle.static.Program(), paddle.static.Program()
     feed, diff = {}, []
+    lods = case.get("lod")
     with paddle.static.program_guard(main, startup):
         block = main.global_block()
         ins = {}
@@ -51,10 +62,18 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
                     a = a.astype(dtype)
                 elif a.dtype.kind == "c":
                     a = a.astype(COMPLEX[dtype])
-                v = paddle.static.data(f"in_{slot}_{i}", list(a.shape), str(a.dtype))
+                lod = _var_lod(lods.get(slot), i) if lods else None
+                # a LoD input's rows are unknown at compile time, as in real programs
+                v = paddle.static.data(f"in_{slot}_{i}", [-1] + list(a.shape[1:]) if lod else list(a.shape),
+                                       str(a.dtype), lod_level=len(lod) if lod else 0)
                 v.stop_gradient = not (slot in case["wrt"] and a.dtype.kind in "fc")
                 if not v.stop_gradient:
                     diff.append((slot, i, v))
+                if lod:
+                    t = paddle.base.core.LoDTensor()
+                    t.set(a, paddle.CPUPlace())
+                    t.set_lod(lod)
+                    a = t
                 feed[v.name] = a
                 vs.append(v)
             ins[slot] = vs
@@ -82,7 +101,8 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
                         block.append_op(type="as_real", inputs={"X": [out]}, outputs={"Out": [real]})
                         out = real
                     cot = cot.astype(paddle.base.data_feeder.convert_dtype(out.dtype))
-                    c = paddle.static.data(f"cot_{slot}_{i}", list(cot.shape), str(cot.dtype))
+                    c = paddle.static.data(f"cot_{slot}_{i}", [-1] + list(cot.shape[1:]) if lods is not None
+                                           and cot.ndim else list(cot.shape), str(cot.dtype))
                     feed[c.name] = cot
                     prod = block.create_var(name=f"prod_{slot}_{i}", dtype=out.dtype)
                     block.append_op(type="elementwise_mul", inputs={"X": [out], "Y": [c]},
@@ -99,9 +119,14 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
     fetch = [(f"out|{slot}|{i}", v) for slot, vs in outs.items() for i, v in enumerate(vs)]
     fetch += [(f"grad|{slot}|{i}", g) for (slot, i, _), g in zip(diff, grads) if g is not None]
     exe.run(startup)
-    values = exe.run(main, feed=feed, fetch_list=[v for _, v in fetch])
+    values = exe.run(main, feed=feed, fetch_list=[v for _, v in fetch], return_numpy=lods is None)
     out = {}
     for (k, _), v in zip(fetch, values):
+        if lods is not None:
+            lod = v.lod()
+            if lod and k.startswith("out|"):
+                out.setdefault("@lods", {})[k] = [list(level) for level in lod]
+            v = np.array(v) if v._is_initialized() else None
         a = np.asarray(v)
         if a.dtype != object:  # an output Paddle leaves unset (an empty XShape, a None)
             out[k] = a
@@ -131,9 +156,12 @@ def main() -> None:
                     why = next((m for m in msg if "Error" in m or "Expected" in m), msg[0] if msg else "")
                     report[case["case"]][dtype] = {"error": (why or type(e).__name__)[:300]}
                     continue
+                out_lods = vals.pop("@lods", None)
                 for k, v in vals.items():
                     out_arrays[f"{case['case']}|{dtype}|{k}"] = v
                 report[case["case"]][dtype] = {"fetched": sorted(vals)}
+                if out_lods:
+                    report[case["case"]][dtype]["lods"] = out_lods
         (HERE / f"{family}.paddle.json").write_text(json.dumps(report, indent=0, sort_keys=True) + "\n")
         np.savez_compressed(HERE / f"{family}.paddle.npz", **out_arrays)
         bad = sum(1 for r in report.values() for d in r.values() if "error" in d)
