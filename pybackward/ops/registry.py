@@ -235,13 +235,18 @@ class Sample:
     """Inputs for the registry-wide tests: arrays per input slot, attrs, and
     how many vars each output slot gets (default 1 for each declared slot).
     `wrt` names the input slots to check by finite differences (default: every
-    float input the op differentiates)."""
+    float input the op differentiates). `symmetric` names input slots whose
+    last two axes are symmetric matrices of which the op reads one triangle
+    (cholesky, eigh): the check perturbs them along symmetric directions only
+    (see opcheck.check_op_grad), since Paddle's gradient for them is the
+    symmetric one."""
 
     inputs: dict[str, list[np.ndarray]]
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
     outputs: dict[str, int] | None = None
     wrt: tuple[str, ...] | None = None
     note: str = ""
+    symmetric: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
