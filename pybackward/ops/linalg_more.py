@@ -518,16 +518,18 @@ def _einsum_samples(rng):
         n = len(shapes)
         return Sample({"Operands": [r(sh) for sh in shapes]}, {"equation": eq},
                       outputs={"Out": 1, "InnerCache": n, "XShape": n}, note=note or eq)
+    # Paddle's legacy einsum op crashes on implicit equations (no "->"; its
+    # Python API always passes one): tests/test_ops_linalg_more.py checks them.
     return [s("ij,jk->ik", (2, 3), (3, 4)),
             s("bij,bjk->bik", (2, 2, 3), (2, 3, 2)),
             s("ij->ji", (2, 3)),
-            s("ij", (3, 2), note="implicit ij"),
-            s("ji", (3, 2), note="implicit ji (transpose)"),
             s("i,i->", (4,), (4,)),
             s("i,j->ij", (3,), (2,)),
             s("ii->i", (3, 3)),
-            s("ii", (3, 3), note="trace"),
+            s("ii->", (3, 3), note="trace"),
             s("ijk->j", (2, 3, 2)),
+            s("ijk->kj", (2, 3, 2)),
+            s("bij,bkj->bik", (2, 2, 3), (2, 4, 3)),
             s("...ij,...jk->...ik", (2, 2, 3), (3, 2), note="broadcast batch"),
             s("...i,...i->...", (2, 1, 3), (4, 3), note="broadcast size 1")]
 
@@ -536,3 +538,84 @@ register(paddle_opdef("einsum", _einsum, {"einsum_grad": _einsum_grad}, samples=
                       attrs_handled=("equation",),
                       doc="Out = einsum(equation, *Operands) (letters and '...'; implicit output sorted); "
                           "XShape holds the operands for the grad, InnerCache is left empty"))
+
+
+# --------------------------------------------------------------------------
+# matrix_rank, matrix_rank_atol_rtol (no gradient)
+# --------------------------------------------------------------------------
+def _singular_values(c: Call, x: np.ndarray, hermitian: bool) -> np.ndarray:
+    """Singular values (|eigenvalues| of the lower triangle's symmetric
+    matrix if hermitian), in x's dtype as Paddle's kernel computes them."""
+    _matrices(c, x)
+    if hermitian:
+        _matrices(c, x, square=True)
+        s = np.abs(np.linalg.eigvalsh(np.tril(x) + _t(np.tril(x, -1))))
+    else:
+        s = np.linalg.svd(x, compute_uv=False)
+    return s.astype(x.dtype)
+
+
+def _rank(s: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    return np.sum(s > np.asarray(tol)[..., None], axis=-1).astype(np.int64)
+
+
+def _default_rtol(x: np.ndarray):
+    return np.finfo(x.dtype).eps * max(x.shape[-2:])
+
+
+def _matrix_rank(c: Call):
+    x = _real_float(c, c.x("X"))
+    hermitian = bool(c.attr("hermitian", False))
+    s = _singular_values(c, x, hermitian)
+    smax = s.max(axis=-1) if s.shape[-1] else np.zeros(s.shape[:-1], x.dtype)
+    rtol = _default_rtol(x) if c.attr("use_default_tol", True) else 0.0
+    atol = np.asarray(c.x("TolTensor"), x.dtype) if c.has("TolTensor") else \
+        np.asarray(0.0 if c.attr("use_default_tol", True) else c.attr("tol", 0.0), x.dtype)
+    return {"Out": _rank(s, np.maximum(atol, (rtol * smax).astype(x.dtype)))}
+
+
+def _matrix_rank_samples(rng):
+    r = rng.standard_normal
+    low = r((4, 2)) @ r((2, 5))
+    sym = r((4, 4))
+    sym = sym + sym.T
+    return [Sample({"X": [r((3, 4))]}, {"tol": 0.0, "hermitian": False, "use_default_tol": True}),
+            Sample({"X": [low]}, {"tol": 0.0, "hermitian": False, "use_default_tol": True}, note="rank 2"),
+            Sample({"X": [np.stack([low[:, :4], r((4, 4))])]}, {"tol": 0.5, "hermitian": False,
+                                                                "use_default_tol": False}, note="tol, batch"),
+            Sample({"X": [sym]}, {"tol": 0.0, "hermitian": True, "use_default_tol": True}, note="hermitian"),
+            Sample({"X": [np.stack([low[:, :4], r((4, 4))])], "TolTensor": [np.array([0.1, 1.5])]},
+                   {"tol": 0.0, "hermitian": False, "use_default_tol": False}, note="TolTensor")]
+
+
+register(paddle_opdef("matrix_rank", _matrix_rank, samples=_matrix_rank_samples,
+                      attrs_handled=("tol", "hermitian", "use_default_tol"),
+                      doc="Out (int64) = #singular values > max(tol or TolTensor, eps * max(M, N) * s_max if "
+                          "use_default_tol); hermitian: |eigenvalues| of the lower triangle"))
+
+
+def _matrix_rank_atol_rtol(c: Call):
+    x = _real_float(c, c.x("x"))
+    s = _singular_values(c, x, bool(c.attr("hermitian", False)))
+    smax = s.max(axis=-1) if s.shape[-1] else np.zeros(s.shape[:-1], x.dtype)
+    atol = np.asarray(c.x("atol"), x.dtype)
+    if c.has("rtol"):
+        rel = np.asarray(c.x("rtol"), x.dtype) * smax
+    else:   # Paddle: the default rtol only where atol is 0
+        rel = np.where(atol == 0, _default_rtol(x) * smax, 0.0)
+    return {"out": _rank(s, np.maximum(atol, rel).astype(x.dtype))}
+
+
+def _matrix_rank_atol_rtol_samples(rng):
+    r = rng.standard_normal
+    low = np.stack([r((4, 2)) @ r((2, 4)), r((4, 4))])
+    return [Sample({"x": [low], "atol": [np.array(0.0)]}, {"hermitian": False}, note="atol 0: default rtol"),
+            Sample({"x": [low], "atol": [np.array([0.2, 1.0])], "rtol": [np.array([0.0, 0.3])]},
+                   {"hermitian": False}, note="atol and rtol per matrix"),
+            Sample({"x": [low[0] + low[0].T], "atol": [np.array(0.5)]}, {"hermitian": True}, note="hermitian")]
+
+
+register(paddle_opdef("matrix_rank_atol_rtol", _matrix_rank_atol_rtol, samples=_matrix_rank_atol_rtol_samples,
+                      attrs_handled=("hermitian",),
+                      doc="out (int64) = #singular values > max(atol, rtol * s_max) (no rtol: "
+                          "eps * max(M, N) where atol is 0, else 0)"))
