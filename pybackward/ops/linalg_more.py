@@ -619,3 +619,66 @@ register(paddle_opdef("matrix_rank_atol_rtol", _matrix_rank_atol_rtol, samples=_
                       attrs_handled=("hermitian",),
                       doc="out (int64) = #singular values > max(atol, rtol * s_max) (no rtol: "
                           "eps * max(M, N) where atol is 0, else 0)"))
+
+
+# --------------------------------------------------------------------------
+# lstsq (no gradient)
+# --------------------------------------------------------------------------
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def _lstsq(c: Call):
+    x, y = _real_float(c, c.x("X")), _real_float(c, c.x("Y"), "Y")
+    _matrices(c, x)
+    _matrices(c, y, "Y")
+    driver = c.attr("driver", "gelsy")
+    if driver not in _LSTSQ_DRIVERS:
+        raise c.unsupported("driver", driver, "gels, gelsy, gelsd or gelss on CPU")
+    if x.shape[:-2] != y.shape[:-2] or x.shape[-2] != y.shape[-2]:
+        raise ExecutionError(f"op lstsq: X{list(x.shape)} and Y{list(y.shape)} must have the same batch "
+                             "dims and rows")
+    m, n = x.shape[-2:]
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    u, s, vh = np.linalg.svd(x64, full_matrices=False)
+    rcond = float(c.attr("rcond", 0.0))
+    cut = (np.finfo(x.dtype).eps if rcond < 0 else rcond) * s[..., :1]
+    keep = s > cut if driver != "gels" else np.ones(s.shape, bool)
+    if driver == "gels" and np.any(s[..., -1:] == 0):
+        raise ExecutionError("op lstsq: driver gels needs a full-rank X")
+    inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
+    sol = _t(vh) @ (inv[..., :, None] * (_t(u) @ y64))
+    res = {"Solution": _as(sol, x)}
+    rank = keep.sum(axis=-1).astype(np.int32)
+    if driver != "gels":   # gels leaves Rank unset
+        res["Rank"] = rank
+    if driver in ("gelsd", "gelss"):   # the other drivers leave it unset, as Paddle's kernel does
+        res["SingularValues"] = _as(s, x)
+    # Paddle: residuals for tall X solved in full rank, except by gelsy; else an empty tensor
+    if m > n and driver != "gelsy" and (driver == "gels" or np.all(rank == n)):
+        res["Residuals"] = _as(np.sum((x64 @ sol - y64) ** 2, axis=-2), x)
+    else:
+        res["Residuals"] = np.zeros((0,), x.dtype)
+    return res
+
+
+def _lstsq_samples(rng):
+    r = rng.standard_normal
+    out = []
+    for driver in _LSTSQ_DRIVERS:
+        out.append(Sample({"X": [r((5, 3))], "Y": [r((5, 2))]}, {"rcond": 0.0, "driver": driver},
+                          note=f"tall {driver}"))
+    out.append(Sample({"X": [r((2, 4, 3))], "Y": [r((2, 4, 1))]}, {"rcond": 0.0, "driver": "gelsd"},
+                      note="batch gelsd"))
+    out.append(Sample({"X": [r((3, 3))], "Y": [r((3, 2))]}, {"rcond": 0.0, "driver": "gelsy"}, note="square"))
+    low = r((5, 2)) @ r((2, 3))
+    for driver in ("gelsd", "gelss"):
+        out.append(Sample({"X": [low], "Y": [r((5, 2))]}, {"rcond": 1e-5, "driver": driver},
+                          note=f"rank 2 of 3, {driver}"))
+    out.append(Sample({"X": [r((2, 4))], "Y": [r((2, 3))]}, {"rcond": 0.0, "driver": "gelsd"}, note="wide"))
+    return out
+
+
+register(paddle_opdef("lstsq", _lstsq, samples=_lstsq_samples, attrs_handled=("rcond", "driver"),
+                      doc="least-squares Solution of X @ Solution = Y (SVD cut at rcond * s_max), Rank "
+                          "(int32; not gels), SingularValues (gelsd / gelss), Residuals (M > N, full rank, "
+                          "not gelsy; else empty)"))
