@@ -349,3 +349,31 @@ def _svdvals_samples(rng):
 
 register(paddle_opdef("svdvals", _svdvals, {"svdvals_grad": _svdvals_grad}, samples=_svdvals_samples,
                       doc="s = the singular values of x (descending); batched"))
+
+
+# --------------------------------------------------------------------------
+# eigvals (no gradient; complex output)
+# --------------------------------------------------------------------------
+def _eigvals(c: Call):
+    x = _real_float(c, c.x("X"))
+    _matrices(c, x, square=True)
+    try:
+        # LAPACK geev in x's precision on X^T (Paddle hands its row-major X to the
+        # column-major LAPACK): same values, and the order Paddle's come in
+        w = np.linalg.eigvals(_t(x))
+    except np.linalg.LinAlgError:
+        raise ExecutionError("op eigvals: the eigenvalue iteration did not converge") from None
+    return {"Out": w.astype(np.complex64 if x.dtype == np.float32 else np.complex128)}
+
+
+def _eigvals_samples(rng):
+    r = rng.standard_normal
+    return [Sample({"X": [_sym(rng, (3, 3))]}, note="real eigenvalues"),
+            Sample({"X": [np.array([[0.0, -2.0, 0.5], [2.0, 0.0, 0.1], [0.0, 0.3, 1.0]])]},
+                   note="a complex pair"),
+            Sample({"X": [r((2, 4, 4))]}, note="batch")]
+
+
+register(paddle_opdef("eigvals", _eigvals, samples=_eigvals_samples,
+                      doc="Out = the eigenvalues of X (complex64 / complex128, in the order LAPACK geev gives "
+                          "them for X^T, as Paddle's); batched"))
