@@ -56,9 +56,9 @@ PADDLE_REFUSES = {
     "solve-3": "Y a batch of vectors: legacy shape inference declares Out like X, so the one-op "
                "program's backward fails to broadcast; dygraph Paddle gives pybackward's values",
     # linalg_more / linalg_decomp (k-sym)
-    **{f"einsum-{i}": "'...' equation: Paddle 3.3.1's legacy einsum op reads uninitialised label sizes in a "
-                      "static program (garbage sizes in its error); dygraph paddle.einsum gives pybackward's "
-                      "values and gradients (checked to 1e-15)" for i in (10, 11)},
+    **{f"einsum-{i}": "'...' equation: Paddle 3.3.1's legacy einsum op reads uninitialised label sizes for it "
+                      "(garbage sizes in its error; its Python API writes letters and unsqueezes instead, as "
+                      "einsum-10); dygraph paddle.einsum gives pybackward's values and gradients to 1e-15" for i in (11, 12)},
 }
 
 #: Samples where Paddle's gradient is wrong (off finite differences in

@@ -395,8 +395,9 @@ _LETTERS = string.ascii_letters
 def _einsum_plan(c: Call, eq: str, shapes):
     """Operand labels as ints (letters 0..51, broadcast dims 52..), the
     output labels, and each label's size; broadcast (`...`) dims follow
-    NumPy's rules, the implicit output is the broadcast dims then the letters
-    used once, sorted (Paddle's rule)."""
+    NumPy's rules and any label of size 1 broadcasts (Paddle's Python API
+    turns `...` into such letters); the implicit output is the broadcast
+    dims then the letters used once, sorted (Paddle's rule)."""
     eq = eq.replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
@@ -425,16 +426,12 @@ def _einsum_plan(c: Call, eq: str, shapes):
         ls = []
         pre, _, post = term.partition("...") if "..." in term else (term, "", "")
         ls = [_LETTERS.index(ch) for ch in pre] + ell[n_e - k:] + [_LETTERS.index(ch) for ch in post]
-        for lab, size in zip(ls, shape):
+        for lab, size in zip(ls, shape):   # a label of size 1 broadcasts (Paddle's API unsqueezes to it)
             old = sizes.get(lab)
-            if lab >= 52:
-                sizes[lab] = size if old in (None, 1) else old
-                if size not in (1, sizes[lab]):
-                    raise ExecutionError(f"op einsum: broadcast dims of sizes {old} and {size} do not match")
-            elif old is not None and old != size:
-                raise ExecutionError(f"op einsum: label {_LETTERS[lab]!r} has sizes {old} and {size}")
-            else:
-                sizes[lab] = size
+            sizes[lab] = size if old in (None, 1) else old
+            if size not in (1, sizes[lab]):
+                what = "broadcast dims" if lab >= 52 else f"label {_LETTERS[lab]!r}"
+                raise ExecutionError(f"op einsum: {what} of sizes {old} and {size} do not match")
         labels.append(ls)
     if arrow:
         body = letters(rhs, "output term")
@@ -530,6 +527,7 @@ def _einsum_samples(rng):
             s("ijk->j", (2, 3, 2)),
             s("ijk->kj", (2, 3, 2)),
             s("bij,bkj->bik", (2, 2, 3), (2, 4, 3)),
+            s("gij,gjk->gik", (2, 2, 3), (1, 3, 4), note="label of size 1 broadcast (Paddle's '...' form)"),
             s("...ij,...jk->...ik", (2, 2, 3), (3, 2), note="broadcast batch"),
             s("...i,...i->...", (2, 1, 3), (4, 3), note="broadcast size 1")]
 
