@@ -205,8 +205,9 @@ def _qr(c: Call):
     _matrices(c, x)
     mode = _qr_mode(c)
     q, r = np.linalg.qr(x.astype(np.float64), mode="complete" if mode == "complete" else "reduced")
-    if mode == "r":   # Paddle computes R only and leaves Q unset
-        return {"R": _as(r, x)}
+    if mode == "r":   # Paddle computes R only and leaves Q unset; an empty Q lets
+        # qr_grad reach its kernel and say plainly that there is no derivative
+        return {"Q": np.zeros((0,), x.dtype), "R": _as(r, x)}
     return {"Q": _as(q, x), "R": _as(r, x)}
 
 
@@ -252,7 +253,7 @@ def _qr_samples(rng):
 
 
 register(paddle_opdef("qr", _qr, {"qr_grad": _qr_grad}, samples=_qr_samples, attrs_handled=("mode",),
-                      doc="X = Q R (mode reduced: Q [M, K]; complete: Q [M, M]; r: R only, Q unset); batched"))
+                      doc="X = Q R (mode reduced: Q [M, K]; complete: Q [M, M]; r: R only, Q empty); batched"))
 
 
 # --------------------------------------------------------------------------
