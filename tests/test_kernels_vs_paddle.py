@@ -53,6 +53,13 @@ PADDLE_REFUSES = {
     "slogdeterminant-0": "legacy shape inference declares Out like Input, so the one-op program's "
                          "backward fails to broadcast; dygraph Paddle gives pybackward's values",
     "slogdeterminant-1": "legacy shape inference declares Out like Input (as slogdeterminant-0)",
+    # collective (ops/collective.py): Paddle's CPU kernels of the communication ops need a communicator
+    # or refuse outright; pybackward runs them as the one rank of a world of one process
+    **{f"c_identity-{i}": "Paddle 3.3.1's CPU c_identity raises 'Do not support c_identity for cpu kernel now'"
+       for i in (0, 1)},
+    "c_concat-0": "Paddle 3.3.1's c_concat requires nranks >= 2 (a world of one process is refused)",
+    **{f"mp_allreduce_sum-{i}": "Paddle 3.3.1's mp_allreduce_sum needs an NCCL communicator, even on CPU"
+       for i in (0, 1)},
     "solve-3": "Y a batch of vectors: legacy shape inference declares Out like X, so the one-op "
                "program's backward fails to broadcast; dygraph Paddle gives pybackward's values",
     # linalg_more / linalg_decomp (k-sym)
