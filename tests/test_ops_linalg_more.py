@@ -1,4 +1,4 @@
-"""Decompositions and the rest of linear algebra (ops/linalg_decomp.py,
+"""Decompositions and the rest of linear algebra (ops/linalg_decomp.py, ops/einsum.py,
 ops/linalg_more.py): what the registry-wide tests cannot see - the
 symmetric finite-difference mode itself, one-triangle reads, refused
 inputs and forms Paddle's one-op programs cannot run."""
