@@ -140,25 +140,44 @@ def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float =
             if not np.issubdtype(x.dtype, np.floating):
                 continue
             analytic = scope.get(n + GRAD_SUFFIX)
-            numeric = np.zeros(x.shape)  # C-contiguous, so the flat view below writes into it
-            flat = numeric.reshape(-1)
-            for i in range(x.size):
+            analytic = np.zeros(x.shape) if analytic is None else \
+                np.asarray(analytic, dtype=np.float64).reshape(x.shape)
+            dirs = _directions(x, s in sample.symmetric, f"{s}:{n}")
+            numeric = np.zeros(len(dirs))
+            projected = np.zeros(len(dirs))
+            for k, idx in enumerate(dirs):
                 plus, minus = dict(values), dict(values)  # the LoDs stay
                 xp, xm = x.copy(), x.copy()
-                xp.reshape(-1)[i] += eps
-                xm.reshape(-1)[i] -= eps
+                xp.reshape(-1)[idx] += eps
+                xm.reshape(-1)[idx] -= eps
                 plus[n], minus[n] = xp, xm
-                flat[i] = (_objective(forward(plus), outs_names, cot)
-                           - _objective(forward(minus), outs_names, cot)) / (2 * eps)
-            if analytic is None:
-                analytic = np.zeros_like(numeric)
-            analytic = np.asarray(analytic, dtype=np.float64).reshape(x.shape)
-            err = np.abs(analytic - numeric)
+                numeric[k] = (_objective(forward(plus), outs_names, cot)
+                              - _objective(forward(minus), outs_names, cot)) / (2 * eps)
+                projected[k] = analytic.reshape(-1)[idx].sum()
+            err = np.abs(projected - numeric)
             rel = err / np.maximum(np.abs(numeric), 1e-12)
             ok = bool(np.all(err <= atol + rtol * np.abs(numeric)))
             results.append(OpGradResult(f"{s}:{n}", float(err.max(initial=0.0)),
                                         float(rel.max(initial=0.0)), ok))
     return results
+
+
+def _directions(x: np.ndarray, symmetric: bool, what: str) -> list[np.ndarray]:
+    """The perturbation directions of one input, as flat index arrays (the
+    direction is the sum of the unit vectors they name): every element; or,
+    for a symmetric slot, per matrix of the batch E_ii and E_ij + E_ji (i < j).
+    The directional derivative along a direction is then compared with the
+    analytic gradient projected on it: G_ii, and G_ij + G_ji - so an op that
+    reads one triangle passes with the gradient Paddle gives it (symmetric),
+    or any other whose symmetric part is right."""
+    if not symmetric:
+        return [np.array([i]) for i in range(x.size)]
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2] or not np.array_equal(x, np.swapaxes(x, -1, -2)):
+        raise ValueError(f"{what}: a symmetric sample input must be a (batch of) symmetric matrices")
+    idx = np.arange(x.size).reshape(x.shape)
+    iu, ju = np.triu_indices(x.shape[-1])
+    return [np.unique([m[i, j], m[j, i]]) for m in idx.reshape((-1,) + x.shape[-2:])
+            for i, j in zip(iu, ju)]
 
 
 def _backward(opdef: OpDef, values: dict[str, np.ndarray], ins_names: dict[str, list[str]],

@@ -246,8 +246,13 @@ def make_grad_ops(spec: GradSpec, fwd: FwdOp) -> list[GradOp]:
 class Sample:
     """Inputs for the registry-wide tests: arrays per input slot, attrs, and
     how many vars each output slot gets (default 1 for each declared slot),
-    and the inputs' LoDs (`lod`, for sequence ops). `wrt` names the input slots to check by finite differences (default: every
-    float input the op differentiates)."""
+    and the inputs' LoDs (`lod`, for sequence ops). `wrt` names the input
+    slots to check by finite differences (default: every float input the op
+    differentiates). `symmetric` names input slots whose last two axes are
+    symmetric matrices of which the op reads one triangle (cholesky, eigh):
+    the check perturbs them along symmetric directions only (see
+    opcheck.check_op_grad), since Paddle's gradient for them is the
+    symmetric one."""
 
     inputs: dict[str, list[np.ndarray]]
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -257,6 +262,7 @@ class Sample:
     #: LoDs of the inputs, slot -> LoD of the slot's first var (offset lists;
     #: docs/lod.md), or a list of LoDs, one per var; None when the op reads no LoD.
     lod: dict[str, list[list[int]]] | None = None
+    symmetric: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
