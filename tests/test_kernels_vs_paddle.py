@@ -70,6 +70,9 @@ PADDLE_REFUSES = {
     **{f"stft-{i}": "onesided=False: Paddle 3.3.1's CPU stft kernel allocates its one-sided spectrum as "
                     "real and fails reading it as complex (float32 and float64); onesided=True is compared"
        for i in (2, 3)},
+    # complex grads (k-conj): Paddle's legacy reduce_prod op has a complex kernel for reduce_all only
+    "reduce_prod-6": "complex input reduced over dim=[1]: Paddle 3.3.1's legacy reduce_prod op finds no "
+                     "complex kernel ('no kernels registered'); reduce_all (reduce_prod-7) runs",
 }
 
 #: Samples where Paddle's gradient is wrong (off finite differences in
@@ -95,6 +98,21 @@ PADDLE_WRONG = {
                        "off finite differences by up to 0.28; pybackward's dOut / sigma - u v^T "
                        "sum(dOut * W) / sigma^2 agrees with them (forward equal to Paddle's to 1e-16)",
     "spectral_norm-1": "spectral_norm_grad (4-D weight, dim 1): as spectral_norm-0, Paddle off by up to 0.45",
+    # complex grads (k-conj): Paddle's complex kernels that miss or misplace the conjugate (forwards equal)
+    **{f"elementwise_pow-{i}": "complex elementwise_pow_grad: Paddle's kernel returns conj(dOut * dOut/dX), "
+                               "conjugating dOut too; pybackward's dOut * conj(dOut/dX) agrees with finite "
+                               "differences" for i in (6, 7, 8)},
+    "reduce_prod-7": "complex reduce_prod_grad: Paddle's kernel returns dOut * Out / X, without the conjugate "
+                     "(off finite differences); pybackward's dOut * conj(Out / X) agrees with them",
+    **{f"frobenius_norm-{i}": "complex frobenius_norm_grad: Out = sqrt(sum(X^2)) is holomorphic, Paddle's "
+                              "grad dOut * X / Out lacks the conjugate; pybackward's dOut * conj(X / Out) "
+                              "agrees with finite differences" for i in (3, 4)},
+    **{f"softsign-{i}": "complex softsign_grad: X / (1 + |X|) is not holomorphic; Paddle's kernel "
+                        "dOut * (1/(1+|X|) + Re(-X/(1+|X|)^2) X/|X|) is off finite differences by up to "
+                        "0.5; pybackward's Wirtinger gradient agrees with them" for i in (3, 4)},
+    "acosh-5": "complex acosh_grad where Re(X) < 0: Paddle's dOut * conj(1 / sqrt(X^2 - 1)) has the wrong "
+               "sign there; pybackward's dOut * conj(1 / (sqrt(X - 1) sqrt(X + 1))) agrees with finite "
+               "differences (and with Paddle where Re(X) > 0, acosh-3 and acosh-4)",
 }
 
 

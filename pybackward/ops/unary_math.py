@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..errors import ExecutionError
-from ._unary import as_dtype, cj, complex_box, kinks, unary_op, uniform
+from ._unary import as_dtype, cj, complex_box, kinks, unary_op, unary_samples, uniform
 from .paddle_table import paddle_opdef
 from .registry import Call, Sample, register
 
@@ -39,6 +39,11 @@ def _acosh_grad(c, x, out, g):
     return g / np.sqrt(x * x - 1.0)
 
 
+def _acosh_samples(rng):
+    out = unary_samples("X", uniform(1.2, 4.0), ({},), _CACOSH)(rng)
+    return out + [Sample({"X": [complex_box((-2.5, -0.5), (0.3, 1.5))(rng, (3, 4))]}, note="complex, Re < 0")]
+
+
 _POS = uniform(0.3, 3.0)
 # Complex samples (Paddle has complex kernels): boxes clear of each function's branch cuts and poles.
 _CANY = complex_box((-2.0, 2.0), (-1.5, 1.5))
@@ -48,7 +53,7 @@ _CUNIT = complex_box((-0.9, 0.9), (-1.5, 1.5))  # asin, acos, atanh: cuts along 
 _CNEAR_RE = complex_box((-1.5, 1.5), (-0.8, 0.8))  # atan, asinh: cuts along the imaginary axis beyond +-i
 
 
-def _CSTEPS(rng, s):  # noqa: N802 - both parts clear of the rounding jumps
+def _csteps(rng, s):  # both parts clear of the rounding jumps
     a = _STEPS(rng, s) / 10.0
     return np.asarray(a + 1j * _STEPS(rng, s) / 10.0)
 _UNIT = uniform(-0.9, 0.9)
@@ -75,7 +80,7 @@ unary_op("atan", lambda x, c: np.arctan(x), lambda c, x, o, g: g / cj(1.0 + x * 
 unary_op("sinh", lambda x, c: np.sinh(x), lambda c, x, o, g: g * cj(np.cosh(x)), cgen=_CANY)
 unary_op("cosh", lambda x, c: np.cosh(x), lambda c, x, o, g: g * cj(np.sinh(x)), cgen=_CANY)
 unary_op("asinh", lambda x, c: np.arcsinh(x), lambda c, x, o, g: g / cj(np.sqrt(x * x + 1.0)), cgen=_CNEAR_RE)
-unary_op("acosh", lambda x, c: np.arccosh(x), _acosh_grad, gen=uniform(1.2, 4.0), cgen=_CACOSH)
+unary_op("acosh", lambda x, c: np.arccosh(x), _acosh_grad, samples=_acosh_samples)
 unary_op("atanh", lambda x, c: np.arctanh(x), lambda c, x, o, g: g / cj(1.0 - x * x), gen=_UNIT, cgen=_CUNIT)
 unary_op("floor", lambda x, c: np.floor(x) if x.dtype.kind == "f" else x, _zero_grad, ints="keep", gen=_STEPS)
 unary_op("ceil", lambda x, c: np.ceil(x) if x.dtype.kind == "f" else x, _zero_grad, ints="keep", gen=_STEPS)
@@ -84,7 +89,7 @@ unary_op("rint", lambda x, c: np.rint(x) if x.dtype.kind == "f" else x, _zero_gr
          doc="out = x rounded half to even")
 unary_op("round", _round, _zero_grad, ints="keep", gen=lambda rng, s: _STEPS(rng, s) / 10.0,
          attrs_list=({}, {"decimals": 1}, {"decimals": -1}), attrs_handled=("decimals",),
-         doc="Out = X rounded half to even at `decimals` digits (integers unchanged)", cgen=_CSTEPS)
+         doc="Out = X rounded half to even at `decimals` digits (integers unchanged)", cgen=_csteps)
 unary_op("sign", lambda x, c: np.sign(x), None, ints="keep", gen=kinks(0.0),
          doc="Out = sign(X) (0 at 0, NaN at NaN; X/|X| for complex X); grad: Paddle's `scale` by 0")
 # fmt: on
