@@ -89,6 +89,9 @@ PADDLE_REFUSES = {
                           "are checked by tests/test_ops_misc.py" for i in range(4)},
     **{f"index_select_strided-{i}": "the legacy executor has no index_select_strided kernel (strided layout "
                                     "only); dygraph values are checked by tests/test_ops_misc.py" for i in range(3)},
+    # complex grads (k-conj): Paddle's legacy reduce_prod op has a complex kernel for reduce_all only
+    "reduce_prod-6": "complex input reduced over dim=[1]: Paddle 3.3.1's legacy reduce_prod op finds no "
+                     "complex kernel ('no kernels registered'); reduce_all (reduce_prod-7) runs",
 }
 
 #: Samples where Paddle's gradient is wrong (off finite differences in
@@ -129,6 +132,21 @@ PADDLE_WRONG = {
                   "matrix alone gives pybackward's",
     **{f"lu_solve-{i}": "lu_solve_grad with trans T/C: Paddle's lu@GRAD is off finite differences (by up "
                         "to 8); b@GRAD and the forward equal Paddle's" for i in (2, 3)},
+    # complex grads (k-conj): Paddle's complex kernels that miss or misplace the conjugate (forwards equal)
+    **{f"elementwise_pow-{i}": "complex elementwise_pow_grad: Paddle's kernel returns conj(dOut * dOut/dX), "
+                               "conjugating dOut too; pybackward's dOut * conj(dOut/dX) agrees with finite "
+                               "differences" for i in (6, 7, 8)},
+    "reduce_prod-7": "complex reduce_prod_grad: Paddle's kernel returns dOut * Out / X, without the conjugate "
+                     "(off finite differences); pybackward's dOut * conj(Out / X) agrees with them",
+    **{f"frobenius_norm-{i}": "complex frobenius_norm_grad: Out = sqrt(sum(X^2)) is holomorphic, Paddle's "
+                              "grad dOut * X / Out lacks the conjugate; pybackward's dOut * conj(X / Out) "
+                              "agrees with finite differences" for i in (3, 4)},
+    **{f"softsign-{i}": "complex softsign_grad: X / (1 + |X|) is not holomorphic; Paddle's kernel "
+                        "dOut * (1/(1+|X|) + Re(-X/(1+|X|)^2) X/|X|) is off finite differences by up to "
+                        "0.5; pybackward's Wirtinger gradient agrees with them" for i in (3, 4)},
+    "acosh-5": "complex acosh_grad where Re(X) < 0: Paddle's dOut * conj(1 / sqrt(X^2 - 1)) has the wrong "
+               "sign there; pybackward's dOut * conj(1 / (sqrt(X - 1) sqrt(X + 1))) agrees with finite "
+               "differences (and with Paddle where Re(X) > 0, acosh-3 and acosh-4)",
 }
 
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..errors import ExecutionError
-from ._unary import kinks, unary_op, uniform
+from ._unary import cj, complex_box, kinks, no_complex_kernel, unary_op, uniform
 from ._util import broadcast_pair, unbroadcast
 from .paddle_table import paddle_opdef
 from .registry import Call, GradSpec, OpDef, Sample, register
@@ -27,6 +27,8 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 def _sigmoid(x):
+    if np.iscomplexobj(x):  # Paddle's complex kernels: 1 / (1 + e^-x) as written
+        return 1.0 / (1.0 + np.exp(-x))
     e = np.exp(-np.abs(x))  # stable for large |x|
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
@@ -56,15 +58,40 @@ def _pos(rng, shape, lo=0.3, hi=2.5):
     return rng.uniform(lo, hi, shape)
 
 
-def _std_samples(gen, attrs_list=({},)):
+def _std_samples(gen, attrs_list=({},), cgen=None):
     def samples(rng):
         out = []
         for attrs in attrs_list:
             out.append(Sample({"X": [gen(rng, (3, 4))]}, dict(attrs), note=_note(attrs)))
         out.append(Sample({"X": [gen(rng, (2, 3, 2))]}, dict(attrs_list[-1]), note="3-D"))
         out.append(Sample({"X": [np.asarray(gen(rng, ()))]}, dict(attrs_list[0]), note="0-D"))
+        if cgen is not None:  # Paddle has complex kernels: after the real samples, so their draws stay
+            for attrs in attrs_list:
+                out.append(Sample({"X": [cgen(rng, (3, 4))]}, dict(attrs),
+                                  note=",".join(filter(None, ("complex", _note(attrs))))))
+            out.append(Sample({"X": [np.asarray(cgen(rng, ()))]}, dict(attrs_list[0]), note="complex 0-D"))
         return out
     return samples
+
+
+def _off_zero(rng, shape):
+    """Complex inputs with |Re| >= 0.3 (abs, reciprocal, softsign: clear of 0)."""
+    a = rng.uniform(0.3, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    return np.asarray(a + 1j * rng.uniform(-1.5, 1.5, shape))
+
+
+def _hswish_complex(rng, shape):
+    """Re clear of hard_swish's kinks at -3 and 3."""
+    return np.asarray(_away(rng, shape, (-3.0, 3.0), -6.0, 6.0) + 1j * rng.uniform(-1.0, 1.0, shape))
+
+
+# Complex sample generators of the ops Paddle has complex kernels for (boxes clear of
+# branch cuts, poles and kinks; softplus: Re(beta X) clear of its threshold 3 at beta 2).
+_CANY = complex_box((-2.0, 2.0), (-1.5, 1.5))
+_CGEN = {"sigmoid": _CANY, "tanh": complex_box((-2.0, 2.0), (-1.0, 1.0)), "exp": _CANY,
+         "sqrt": complex_box((0.3, 2.5), (-1.5, 1.5)), "reciprocal": _off_zero,
+         "log": complex_box((0.3, 2.5), (-1.5, 1.5)), "square": _CANY, "abs": _off_zero,
+         "hard_swish": _hswish_complex, "softplus": complex_box((-3.0, 1.2), (-1.5, 1.5)), "silu": _CANY}
 
 
 def _note(attrs):
@@ -89,8 +116,12 @@ def _unary(name, fwd, dx, reads, attrs=(), gen=None, attrs_list=({},), ints=Fals
                 x = x.astype(np.float32)
             elif not ints:
                 _no_int(c, x)
+        no_complex_kernel(c, x)
         with np.errstate(all="ignore"):
-            return {"Out": _arr(fwd(x, c), x)}
+            out = fwd(x, c)
+            if name == "abs" and x.dtype.kind == "c":  # |z|: float32 for complex64, float64 for complex128
+                return {"Out": np.asarray(out)}
+            return {"Out": _arr(out, x)}
 
     def grad_kernel(c: Call):
         if not c.wants("X@GRAD"):
@@ -103,7 +134,7 @@ def _unary(name, fwd, dx, reads, attrs=(), gen=None, attrs_list=({},), ints=Fals
         type=name, inputs=("X",), outputs=("Out",), kernel=kernel,
         grad=GradSpec(f"{name}_grad", tuple(reads) + ("Out@GRAD",), ("X@GRAD",), kernel=grad_kernel,
                       grad=grad_grad),
-        samples=_std_samples(gen or (lambda rng, s: _away(rng, s)), attrs_list),
+        samples=_std_samples(gen or (lambda rng, s: _away(rng, s)), attrs_list, _CGEN.get(name)),
         attrs_handled=attrs, doc=doc or f"Out = {name}(X)"))
 
 
@@ -129,28 +160,37 @@ def _elu(x, c):
 
 
 def _hard_swish(x, c):
+    if np.iscomplexobj(x):  # Paddle compares complex values by their real parts
+        t = x + 3.0
+        return x * np.where(t.real > 0, np.where(t.real < 6.0, t, 6.0), 0.0) / 6.0
     return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
 
 
 def _hard_swish_grad(c, x, out, g):
     t = x + 3.0
+    if np.iscomplexobj(x):
+        return g * np.conj(np.where(t.real < 6.0, (t.real > 0) * (2.0 * x + 3.0) / 6.0, 1.0))
     return g * np.where(t < 6.0, (t > 0) * (2.0 * x + 3.0) / 6.0, 1.0)
 
 
 def _softplus(x, c):
     beta, thr = c.attr("beta", 1.0), c.attr("threshold", 20.0)
     xb = beta * x
+    if np.iscomplexobj(x):  # log(1 + e^(beta x)) / beta; the threshold compares real parts
+        return np.where(xb.real > thr, x, np.log(1.0 + np.exp(xb)) / beta)
     return np.where(xb > thr, x, (np.maximum(xb, 0) + np.log1p(np.exp(-np.abs(xb)))) / beta)
 
 
 def _softplus_grad(c, x, out, g):
     xb = c.attr("beta", 1.0) * x
+    if np.iscomplexobj(x):
+        return np.where(xb.real > c.attr("threshold", 20.0), g, g * np.conj(_sigmoid(xb)))
     return np.where(xb > c.attr("threshold", 20.0), g, g * _sigmoid(xb))
 
 
 def _silu_grad(c, x, out, g):
-    s = _sigmoid(x)
-    return g * s * (1.0 + x * (1.0 - s))
+    s, xc = cj(_sigmoid(x)), cj(x)
+    return g * s * (1.0 + xc * (1.0 - s))
 
 
 def _softmax(x, c):
@@ -180,6 +220,8 @@ _SOFTMAX_ATTRS = ({"axis": -1}, {"axis": 0}, {"axis": 1})
 # fmt: off
 # --------------------------------------------------------------------------
 # Double grads (Paddle names their slots after backward.yaml: grad_x, grad_out)
+# Complex: the grad op is dX = dOut * conj(f'(X)), so its gradient is DDX * f'(X)
+# for dOut and conj(DDX) * dOut * conj(f''(X)) for X (or Out).
 # --------------------------------------------------------------------------
 def _double(name: str, reads: tuple[str, ...], outs: tuple[str, ...], rule) -> GradSpec:
     """`<name>_grad_grad`: `rule(c, ddx)` returns {slot: value} for the wanted outputs,
@@ -197,26 +239,27 @@ _RELU_GG = _double("relu", ("Out",), (), lambda c, dd: {"grad_out@GRAD": dd * (c
 _LEAKY_GG = _double("leaky_relu", ("X",), (), lambda c, dd: {
     "grad_out@GRAD": np.where(c.x("X") >= 0, dd, c.attr("alpha", 0.02) * dd)})
 _TANH_GG = _double("tanh", ("Out", "grad_out=Out@GRAD"), ("Out@GRAD",), lambda c, dd: {
-    "grad_out@GRAD": dd * (1.0 - c.x("Out") ** 2), "Out@GRAD": -2.0 * c.x("Out") * c.x("grad_out") * dd})
+    "grad_out@GRAD": dd * (1.0 - c.x("Out") ** 2), "Out@GRAD": -2.0 * cj(c.x("Out")) * c.x("grad_out") * cj(dd)})
 _SIGMOID_GG = _double("sigmoid", ("Out", "grad_out=Out@GRAD"), ("Out@GRAD",), lambda c, dd: {
     "grad_out@GRAD": dd * c.x("Out") * (1.0 - c.x("Out")),
-    "Out@GRAD": dd * c.x("grad_out") * (1.0 - 2.0 * c.x("Out"))})
+    "Out@GRAD": cj(dd) * c.x("grad_out") * (1.0 - 2.0 * cj(c.x("Out")))})
 _SQUARE_GG = _double("square", ("X", "grad_out=Out@GRAD"), ("X@GRAD",), lambda c, dd: {
-    "grad_out@GRAD": 2.0 * c.x("X") * dd, "X@GRAD": 2.0 * c.x("grad_out") * dd})
+    "grad_out@GRAD": 2.0 * c.x("X") * dd, "X@GRAD": 2.0 * c.x("grad_out") * cj(dd)})
 
 _unary("relu", lambda x, c: np.maximum(x, 0), lambda c, x, o, g: g * (o > 0), ("Out",), grad_grad=_RELU_GG)
-_unary("sigmoid", lambda x, c: _sigmoid(x), lambda c, x, o, g: g * o * (1.0 - o), ("Out",), grad_grad=_SIGMOID_GG)
-_unary("tanh", lambda x, c: np.tanh(x), lambda c, x, o, g: g * (1.0 - o * o), ("Out",), grad_grad=_TANH_GG)
-_unary("exp", lambda x, c: np.exp(x), lambda c, x, o, g: g * o, ("Out",), int_to_float=True)
-_unary("sqrt", lambda x, c: np.sqrt(x), lambda c, x, o, g: g * 0.5 / o, ("Out",), gen=_pos)
+_unary("sigmoid", lambda x, c: _sigmoid(x), lambda c, x, o, g: g * cj(o) * (1.0 - cj(o)), ("Out",),
+       grad_grad=_SIGMOID_GG)
+_unary("tanh", lambda x, c: np.tanh(x), lambda c, x, o, g: g * cj(1.0 - o * o), ("Out",), grad_grad=_TANH_GG)
+_unary("exp", lambda x, c: np.exp(x), lambda c, x, o, g: g * cj(o), ("Out",), int_to_float=True)
+_unary("sqrt", lambda x, c: np.sqrt(x), lambda c, x, o, g: g * 0.5 / cj(o), ("Out",), gen=_pos)
 _unary("rsqrt", lambda x, c: 1.0 / np.sqrt(x), lambda c, x, o, g: -0.5 * g * o ** 3, ("Out",), gen=_pos)
-_unary("reciprocal", lambda x, c: 1.0 / x, lambda c, x, o, g: -g * o * o, ("Out",),
+_unary("reciprocal", lambda x, c: 1.0 / x, lambda c, x, o, g: -g * cj(o) * cj(o), ("Out",),
        gen=lambda r, s: _away(r, s, (0,), gap=0.4))
 _unary("relu6", lambda x, c: np.clip(x, 0, 6), lambda c, x, o, g: g * ((o > 0) & (o < 6)), ("Out",), gen=_RELU6_GEN,
        doc="Out = min(max(X, 0), 6); Paddle 3.3.1 ignores a `threshold` attr")
-_unary("log", lambda x, c: np.log(x), lambda c, x, o, g: g / x, ("X",), gen=_pos, int_to_float=True)
-_unary("square", lambda x, c: x * x, lambda c, x, o, g: 2.0 * g * x, ("X",), ints=True, grad_grad=_SQUARE_GG)
-_unary("abs", lambda x, c: np.abs(x), lambda c, x, o, g: g * np.sign(x), ("X",), ints=True)
+_unary("log", lambda x, c: np.log(x), lambda c, x, o, g: g / cj(x), ("X",), gen=_pos, int_to_float=True)
+_unary("square", lambda x, c: x * x, lambda c, x, o, g: 2.0 * g * cj(x), ("X",), ints=True, grad_grad=_SQUARE_GG)
+_unary("abs", lambda x, c: np.abs(x), lambda c, x, o, g: g * np.sign(x), ("X",), ints=True)  # sign(z) = z/|z|
 _unary("gelu", _gelu, _gelu_grad, ("X",), ("approximate",), attrs_list=({"approximate": False}, {"approximate": True}))
 _unary("leaky_relu", _leaky, lambda c, x, o, g: np.where(x >= 0, g, c.attr("alpha", 0.02) * g), ("X",), ("alpha",),
        attrs_list=({}, {"alpha": 0.1}), grad_grad=_LEAKY_GG)
@@ -259,7 +302,7 @@ def _pow_grad(c: Call):
         return {}
     x, g, p = c.x("X"), c.x("Out@GRAD"), _factor(c)
     with np.errstate(all="ignore"):
-        return {"X@GRAD": _arr(g * p * np.power(x, p - 1.0), x)}
+        return {"X@GRAD": _arr(g * p * cj(np.power(x, p - 1.0)), x)}
 
 
 def _pow_samples(rng):
@@ -267,7 +310,10 @@ def _pow_samples(rng):
             Sample({"X": [_away(rng, (3, 4))]}, {"factor": 3.0}, note="factor=3"),
             Sample({"X": [_pos(rng, (3, 4))]}, {"factor": 0.5}, note="factor=0.5"),
             Sample({"X": [_pos(rng, (2, 3))], "FactorTensor": [np.array([1.5])]}, {"factor": 2.0},
-                   note="FactorTensor")]
+                   note="FactorTensor"),
+            Sample({"X": [_CANY(rng, (3, 4))]}, {"factor": 3.0}, note="complex, factor=3"),
+            Sample({"X": [complex_box((0.3, 2.5), (-1.5, 1.5))(rng, (3, 4))]}, {"factor": 0.5},
+                   note="complex, factor=0.5")]
 
 
 register(OpDef(
@@ -473,14 +519,31 @@ def _softshrink(x, c):
 
 
 def _logsigmoid(x, c):
+    if np.iscomplexobj(x):  # Paddle's complex kernel: -log(1 + e^-x) as written
+        return -np.log(1.0 + np.exp(-x))
     t = np.maximum(-x, 0.0)
     return -t - np.log(np.exp(-t) + np.exp(-x - t))
 
 
 def _logsigmoid_grad(c, x, o, g):
+    if np.iscomplexobj(x):
+        e = np.exp(-x)
+        return g * np.conj(e / (1.0 + e))
     t = np.maximum(-x, 0.0)
     e = np.exp(-x - t)
     return g * e / (np.exp(-t) + e)
+
+
+def _softsign_grad(c, x, o, g):
+    if not np.iscomplexobj(x):
+        return g / (1.0 + np.abs(x)) ** 2
+    # f(z) = z s(r), s = 1 / (1 + r), r = |z|, is not holomorphic: the gradient of
+    # Re(conj(g) f) is g conj(df/dz) + conj(g) df/dz*, df/dz = s + r s'/2,
+    # df/dz* = s' z^2 / (2r), s' = -s^2 (Paddle 3.3.1's complex kernel is off; see docs/deviations.md)
+    r = np.abs(x)
+    s = 1.0 / (1.0 + r)
+    zz = np.where(r > 0, x * x / np.where(r > 0, r, 1.0), 0.0)
+    return g * (s - 0.5 * r * s * s) - np.conj(g) * (0.5 * s * s) * zz
 
 
 def _logit(x, c):
@@ -510,7 +573,7 @@ def _stanh(x, c):
 
 def _stanh_grad(c, x, o, g):
     a, b = _stanh_ab(c)
-    t = np.tanh(a * x)
+    t = cj(np.tanh(a * x))
     return g * a * b * (1.0 - t * t)
 
 
@@ -528,8 +591,8 @@ unary_op("selu", _selu, _selu_grad, attrs_list=({}, {"scale": 1.5, "alpha": 0.5}
 unary_op("celu", _celu, lambda c, x, o, g: np.where(x > 0, g, g * np.exp(x / c.attr("alpha", 1.0))),
          attrs_list=({}, {"alpha": 0.5}, {"alpha": -2.0}), attrs_handled=("alpha",),
          doc="Out = X if X >= 0 else alpha * (e^(X / alpha) - 1)")
-unary_op("softsign", lambda x, c: x / (1.0 + np.abs(x)), lambda c, x, o, g: g / (1.0 + np.abs(x)) ** 2,
-         doc="Out = X / (1 + |X|)")
+unary_op("softsign", lambda x, c: x / (1.0 + np.abs(x)), _softsign_grad,
+         doc="Out = X / (1 + |X|)", cgen=_off_zero)
 unary_op("softshrink", _softshrink, lambda c, x, o, g: g * _shrink_mask(x, c.attr("lambda", 0.5)),
          gen=kinks(-0.5, 0.5, -1.0, 1.0), attrs_list=({}, {"lambda": 1.0}), attrs_handled=("lambda",),
          doc="Out = X - lambda if X > lambda, X + lambda if X < -lambda, else 0")
@@ -537,7 +600,8 @@ unary_op("hard_shrink", lambda x, c: x * _shrink_mask(x, c.attr("threshold", 0.5
          lambda c, x, o, g: g * _shrink_mask(x, c.attr("threshold", 0.5)),
          gen=kinks(-0.5, 0.5, -1.0, 1.0), attrs_list=({}, {"threshold": 1.0}), attrs_handled=("threshold",),
          doc="Out = X where |X| > threshold, else 0")
-unary_op("logsigmoid", _logsigmoid, _logsigmoid_grad, gen=uniform(-30.0, 30.0), doc="Out = log(sigmoid(X))")
+unary_op("logsigmoid", _logsigmoid, _logsigmoid_grad, gen=uniform(-30.0, 30.0), doc="Out = log(sigmoid(X))",
+         cgen=_CANY)
 unary_op("thresholded_relu", lambda x, c: np.where(x > c.attr("threshold", 1.0), x, c.attr("value", 0.0)),
          lambda c, x, o, g: g * (x > c.attr("threshold", 1.0)),
          gen=kinks(1.0, -0.5), attrs_list=({}, {"threshold": -0.5, "value": 2.0}), attrs_handled=("threshold", "value"),
@@ -548,7 +612,8 @@ unary_op("brelu", lambda x, c: np.minimum(np.maximum(x, c.attr("t_min", 0.0)), c
          gen=kinks(0.0, -1.0, 1.5), attrs_list=({}, {"t_min": -1.0, "t_max": 1.5}), attrs_handled=("t_min", "t_max"),
          doc="Out = min(max(X, t_min), t_max)")
 unary_op("stanh", _stanh, _stanh_grad, attrs_list=({}, {"scale_a": 2.0, "scale_b": 0.5}),
-         attrs_handled=("scale_a", "scale_b"), doc="Out = scale_b * tanh(scale_a * X)")
+         attrs_handled=("scale_a", "scale_b"), doc="Out = scale_b * tanh(scale_a * X)",
+         cgen=complex_box((-1.5, 1.5), (-0.5, 0.5)))  # tanh(scale_a X): poles at Im = pi/(2 scale_a)
 unary_op("logit", _logit, _logit_grad, gen=kinks(0.25, 0.75, lo=0.02, hi=0.98, gap=0.05),
          attrs_list=({}, {"eps": 0.25}, {"eps": 0.0}), attrs_handled=("eps",),
          doc="Out = log(x / (1 - x)), x = clip(X, eps, 1 - eps); NaN outside [0, 1] when eps = 0")

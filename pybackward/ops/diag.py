@@ -172,6 +172,8 @@ def _kron_grad(c: Call):
     g = _x(c, "Out@GRAD").reshape([v for a, b in zip(xs, ys) for v in (a, b)])
     xe = x.reshape([v for a in xs for v in (a, 1)])
     ye = y.reshape([v for b in ys for v in (1, b)])
+    if np.iscomplexobj(xe) or np.iscomplexobj(ye):  # dX = dOut * conj(Y), dY = dOut * conj(X), summed
+        xe, ye = np.conj(xe), np.conj(ye)
     res = {}
     if c.wants("X@GRAD"):
         res["X@GRAD"] = (g * ye).sum(axis=tuple(range(1, 2 * n, 2))).reshape(x.shape)
@@ -184,7 +186,11 @@ register(paddle_opdef(
     "kron", _kron, {"kron_grad": _kron_grad}, samples=lambda rng: [
         Sample({"X": [rng.standard_normal((2, 3))], "Y": [rng.standard_normal((3, 2))]}),
         Sample({"X": [rng.standard_normal((2, 1, 2))], "Y": [rng.standard_normal((3,))]}, note="ranks differ"),
-        Sample({"X": [rng.standard_normal((2,))], "Y": [rng.standard_normal((2, 2))]})],
+        Sample({"X": [rng.standard_normal((2,))], "Y": [rng.standard_normal((2, 2))]}),
+        Sample({"X": [rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))],
+                "Y": [rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))]}, note="complex"),
+        Sample({"X": [rng.standard_normal((2, 1, 2)) + 1j * rng.standard_normal((2, 1, 2))],
+                "Y": [rng.standard_normal((3,)) + 1j * rng.standard_normal((3,))]}, note="complex, ranks differ")],
     doc="Out = the Kronecker product of X and Y (the lower rank padded with leading 1s)"))
 
 

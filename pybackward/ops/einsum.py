@@ -127,7 +127,9 @@ def _einsum_grad(c: Call):
             grads.append(None)
             continue
         uniq = list(dict.fromkeys(ls))
-        others = [(g, out)] + [(f, lo) for j, (f, lo) in enumerate(zip(full, labels)) if j != i]
+        # d<g, out>/dx_i: the other operands conjugated (Paddle's convention for complex values)
+        others = [(g, out)] + [(np.conj(f) if np.iscomplexobj(f) else f, lo)
+                               for j, (f, lo) in enumerate(zip(full, labels)) if j != i]
         seen = {lab for _, lo in others for lab in lo}
         present = [lab for lab in uniq if lab in seen]
         gu = np.asarray(_einsum_call(others, present))
@@ -136,7 +138,7 @@ def _einsum_grad(c: Call):
                 gu = np.expand_dims(gu, pos)
         gu = np.broadcast_to(gu, tuple(sizes[lab] for lab in uniq))
         if len(uniq) < len(ls):            # repeated labels: the gradient lives on the diagonal
-            d = np.zeros(tuple(sizes[lab] for lab in ls))
+            d = np.zeros(tuple(sizes[lab] for lab in ls), dtype=gu.dtype)
             idx = tuple(np.arange(sizes[lab]).reshape([-1 if k == uniq.index(lab) else 1
                                                        for k in range(len(uniq))]) for lab in ls)
             d[idx] = gu
@@ -166,7 +168,10 @@ def _einsum_samples(rng):
             s("bij,bkj->bik", (2, 2, 3), (2, 4, 3)),
             s("gij,gjk->gik", (2, 2, 3), (1, 3, 4), note="label of size 1 broadcast (Paddle's '...' form)"),
             s("...ij,...jk->...ik", (2, 2, 3), (3, 2), note="broadcast batch"),
-            s("...i,...i->...", (2, 1, 3), (4, 3), note="broadcast size 1")]
+            s("...i,...i->...", (2, 1, 3), (4, 3), note="broadcast size 1"),
+            *[Sample({"Operands": [r(sh) + 1j * r(sh) for sh in shapes]}, {"equation": eq},
+                     outputs={"Out": 1, "InnerCache": 2, "XShape": 2}, note=f"complex {eq}")
+              for eq, shapes in (("ij,jk->ik", ((2, 3), (3, 4))), ("bij,bkj->bik", ((2, 2, 3), (2, 4, 3))))]]
 
 
 register(paddle_opdef("einsum", _einsum, {"einsum_grad": _einsum_grad}, samples=_einsum_samples,

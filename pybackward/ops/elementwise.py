@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ExecutionError
-from ._unary import no_int_kernel
+from ._unary import cj, no_int_kernel
 from ._util import broadcast_pair, unbroadcast
 from .paddle_data import paddle_op
 from .paddle_table import paddle_opdef
@@ -19,7 +19,8 @@ def _pair(c: Call):
     return x, y, xb, yb
 
 
-def _samples(rng: np.random.Generator, positive_y: bool = False, distinct: bool = False):
+def _samples(rng: np.random.Generator, positive_y: bool = False, distinct: bool = False,
+             complex_: bool = False):
     def y(shape):
         v = rng.standard_normal(shape)
         return np.abs(v) + 0.5 if positive_y else v
@@ -38,6 +39,13 @@ def _samples(rng: np.random.Generator, positive_y: bool = False, distinct: bool 
     if distinct:  # max/min: keep X and Y apart so the kink is not sampled
         for s in out:
             s.inputs["Y"][0] = s.inputs["Y"][0] + 3.0 * np.sign(rng.standard_normal(s.inputs["Y"][0].shape))
+    if complex_:  # Paddle registers complex64 / complex128 kernels (pow: Re(X) > 0, off log's cut)
+        def z(shape):
+            v = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+            return np.abs(v.real) + 0.5 + 1j * v.imag if positive_y else v
+        out += [Sample({"X": [z((3, 4))], "Y": [z((3, 4))]}, {"axis": -1}, note="complex"),
+                Sample({"X": [z((2, 3, 4))], "Y": [z((3, 1))]}, {"axis": 1}, note="complex, Y aligned at axis 1"),
+                Sample({"X": [z((3,))], "Y": [z((2, 3))]}, {"axis": -1}, note="complex, X broadcast")]
     return out
 
 
@@ -60,6 +68,8 @@ def _binary(name: str, fwd, dx, dy, grad_inputs=("X", "Y", "Out@GRAD"), uses_out
     def kernel(c: Call):
         _, _, xb, yb = _pair(c)
         x = c.x("X")
+        if name in ("max", "min") and (xb.dtype.kind == "c" or yb.dtype.kind == "c"):
+            raise ExecutionError(f"op {c.op_type}: Paddle 3.3.1 has no complex kernel for it")
         return {"Out": np.asarray(fwd(xb, yb)).astype(np.result_type(x, c.x("Y")), copy=False)}
 
     def grad_kernel(c: Call):
@@ -99,10 +109,12 @@ def _mul_grad_grad(c: Call):
         if ddy is not None:
             dd = dd + xb * ddy
         res["DDOut"] = dd.astype(dout.dtype, copy=False)
+    # complex: X@GRAD = conj(DDY) * DOut, Y@GRAD = conj(DDX) * DOut (dX = DOut * conj(Y) is
+    # antiholomorphic in Y); DDOut keeps DDX * Y + X * DDY
     if c.wants("X@GRAD"):
-        res["X@GRAD"] = _to_shape(ddy * dout if ddy is not None else np.zeros(full), full, xb.shape, x)
+        res["X@GRAD"] = _to_shape(cj(ddy) * dout if ddy is not None else np.zeros(full), full, xb.shape, x)
     if c.wants("Y@GRAD"):
-        res["Y@GRAD"] = _to_shape(ddx * dout if ddx is not None else np.zeros(full), full, yb.shape, y)
+        res["Y@GRAD"] = _to_shape(cj(ddx) * dout if ddx is not None else np.zeros(full), full, yb.shape, y)
     return res
 
 
@@ -112,16 +124,16 @@ _MUL_GRAD_GRAD = GradSpec(
     ("DDOut=Out@GRAD@GRAD", "X@GRAD", "Y@GRAD"), kernel=_mul_grad_grad)
 
 # fmt: off
-_binary("add", np.add, lambda x, y, o, g: g,      lambda x, y, o, g: g)
-_binary("sub", np.subtract, lambda x, y, o, g: g, lambda x, y, o, g: -g)
-_binary("mul", np.multiply, lambda x, y, o, g: g * y, lambda x, y, o, g: g * x,
-        grad_grad=_MUL_GRAD_GRAD)
-_binary("div", np.divide, lambda x, y, o, g: g / y, lambda x, y, o, g: -g * o / y,
-        grad_inputs=("X", "Y", "Out", "Out@GRAD"), uses_out=True, positive_y=True)
+_binary("add", np.add, lambda x, y, o, g: g,      lambda x, y, o, g: g, complex_=True)
+_binary("sub", np.subtract, lambda x, y, o, g: g, lambda x, y, o, g: -g, complex_=True)
+_binary("mul", np.multiply, lambda x, y, o, g: g * cj(y), lambda x, y, o, g: g * cj(x),
+        grad_grad=_MUL_GRAD_GRAD, complex_=True)
+_binary("div", np.divide, lambda x, y, o, g: g / cj(y), lambda x, y, o, g: -g * cj(o) / cj(y),
+        grad_inputs=("X", "Y", "Out", "Out@GRAD"), uses_out=True, positive_y=True, complex_=True)
 _binary("max", np.maximum, lambda x, y, o, g: g * (x > y), lambda x, y, o, g: g * (x <= y), distinct=True)
 _binary("min", np.minimum, lambda x, y, o, g: g * (x < y), lambda x, y, o, g: g * (x >= y), distinct=True)
-_binary("pow", np.power, lambda x, y, o, g: g * y * np.power(x, y - 1),
-        lambda x, y, o, g: g * o * np.log(x), uses_out=True, positive_y=True)
+_binary("pow", np.power, lambda x, y, o, g: g * cj(y) * cj(np.power(x, y - 1)),
+        lambda x, y, o, g: g * cj(o) * cj(np.log(x)), uses_out=True, positive_y=True, complex_=True)
 # fmt: on
 
 

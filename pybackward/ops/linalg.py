@@ -59,6 +59,8 @@ def _dot(c: Call):
 def _dot_grad(c: Call):
     x, y, g = np.asarray(c.x("X")), np.asarray(c.x("Y")), np.asarray(c.x("Out@GRAD"))
     g = g.reshape(x.shape[:-1] + (1,))
+    if np.iscomplexobj(x) or np.iscomplexobj(y):  # dX = dOut * conj(Y), dY = dOut * conj(X)
+        x, y = np.conj(x), np.conj(y)
     res = {}
     if c.wants("X@GRAD"):
         res["X@GRAD"] = _as(g * y, x)
@@ -70,7 +72,9 @@ def _dot_grad(c: Call):
 def _dot_samples(rng):
     r = rng.standard_normal
     return [Sample({"X": [r(5)], "Y": [r(5)]}, note="1-D -> 0-D"),
-            Sample({"X": [r((3, 4))], "Y": [r((3, 4))]}, note="2-D rows -> [3]")]
+            Sample({"X": [r((3, 4))], "Y": [r((3, 4))]}, note="2-D rows -> [3]"),
+            Sample({"X": [r(5) + 1j * r(5)], "Y": [r(5) + 1j * r(5)]}, note="complex, 1-D"),
+            Sample({"X": [r((3, 4)) + 1j * r((3, 4))], "Y": [r((3, 4)) + 1j * r((3, 4))]}, note="complex, 2-D")]
 
 
 register(paddle_opdef("dot", _dot, {"dot_grad": _dot_grad}, samples=_dot_samples,
@@ -259,11 +263,12 @@ def _cross(c: Call):
 def _cross_grad(c: Call):
     x, y, g = (np.asarray(c.x(s)) for s in ("X", "Y", "Out@GRAD"))
     d = _cross_dim(c, x)
+    xc, yc = (np.conj(x), np.conj(y)) if np.iscomplexobj(x) or np.iscomplexobj(y) else (x, y)
     res = {}
     if c.wants("X@GRAD"):
-        res["X@GRAD"] = _as(np.cross(y, g, axis=d), x)
+        res["X@GRAD"] = _as(np.cross(yc, g, axis=d), x)
     if c.wants("Y@GRAD"):
-        res["Y@GRAD"] = _as(np.cross(g, x, axis=d), y)
+        res["Y@GRAD"] = _as(np.cross(g, xc, axis=d), y)
     return res
 
 
@@ -271,7 +276,11 @@ def _cross_samples(rng):
     r = rng.standard_normal
     return [Sample({"X": [r((3, 4))], "Y": [r((3, 4))]}, {"dim": 9}, note="default: first axis of size 3"),
             Sample({"X": [r((2, 3))], "Y": [r((2, 3))]}, {"dim": 1}),
-            Sample({"X": [r((3, 2, 3))], "Y": [r((3, 2, 3))]}, {"dim": -1}, note="dim=-1")]
+            Sample({"X": [r((3, 2, 3))], "Y": [r((3, 2, 3))]}, {"dim": -1}, note="dim=-1"),
+            Sample({"X": [r((3, 4)) + 1j * r((3, 4))], "Y": [r((3, 4)) + 1j * r((3, 4))]}, {"dim": 9},
+                   note="complex"),
+            Sample({"X": [r((2, 3)) + 1j * r((2, 3))], "Y": [r((2, 3)) + 1j * r((2, 3))]}, {"dim": 1},
+                   note="complex, dim=1")]
 
 
 register(paddle_opdef("cross", _cross, {"cross_grad": _cross_grad}, samples=_cross_samples,

@@ -31,6 +31,19 @@ def _float_only(c: Call, *arrays: np.ndarray) -> None:
             raise ExecutionError(f"op {c.op_type}: Paddle 3.3.1 has no {a.dtype} kernel for it")
 
 
+def _real_only(c: Call, *arrays: np.ndarray) -> None:
+    """float32 / float64 only: Paddle 3.3.1 registers no complex (nor integer) CPU kernel."""
+    for a in arrays:
+        if a.dtype.kind != "f":
+            raise ExecutionError(f"op {c.op_type}: Paddle 3.3.1 has no {a.dtype} kernel for it")
+
+
+def _cj(a: np.ndarray) -> np.ndarray:
+    """conj(a) for a complex array, `a` itself otherwise (Paddle's complex grads
+    are dOut * conj(dOut/dX))."""
+    return np.conj(a) if np.iscomplexobj(a) else a
+
+
 XY = dict(inputs=("X", "Y"), outputs=("Out",))
 XY_GRAD = (("X", "Y", "Out@GRAD"), ("X@GRAD", "Y@GRAD"))
 
@@ -44,7 +57,7 @@ def _flat2(a: np.ndarray, k: int) -> np.ndarray:
 
 def _mul(c: Call):
     x, y = c.x("X"), c.x("Y")
-    _float_only(c, x, y)
+    _real_only(c, x, y)
     xk, yk = c.attr("x_num_col_dims", 1), c.attr("y_num_col_dims", 1)
     out = _flat2(x, xk) @ _flat2(y, yk)
     return {"Out": _arr(out.reshape(x.shape[:xk] + y.shape[yk:]), x)}
@@ -110,6 +123,8 @@ def _matmul_grads(c: Call, x, y, g, tx, ty, alpha=1.0):
     if alpha != 1.0:
         g2 = g2 * alpha
     res = {}
+    if np.iscomplexobj(a) or np.iscomplexobj(b):  # dX = dOut @ conj(Y)^T, dY = conj(X)^T @ dOut
+        a, b = _cj(a), _cj(b)
     if c.wants("X@GRAD"):
         da = g2 @ _t(b)
         dx = _t(da) if tx else da
@@ -133,7 +148,7 @@ def _matmul_v2_grad(c: Call):
 
 
 def _legacy_matmul_check(c: Call, x, y):
-    _float_only(c, x, y)
+    _real_only(c, x, y)
     if c.attr("head_number", 1) != 1:
         raise c.unsupported("head_number", c.attr("head_number"), "multi-head matmul")
     for a, flag in ((x, "transpose_X"), (y, "transpose_Y")):
@@ -158,7 +173,7 @@ def _matmul_grad(c: Call):
 
 def _bmm(c: Call):
     x, y = c.x("X"), c.x("Y")
-    _float_only(c, x, y)
+    _real_only(c, x, y)
     if x.ndim != 3 or y.ndim != 3 or x.shape[0] != y.shape[0]:
         raise ExecutionError(f"op bmm: X{x.shape} and Y{y.shape} must be 3-D with the same batch size")
     return {"Out": _arr(np.matmul(x, y), x)}
@@ -188,6 +203,13 @@ def _mm_samples(tx, ty, legacy=False):
             out += [Sample({"X": [r((2, 1, 3, 4))], "Y": [r((3, 4, 2))]}, {}, note="batch broadcast"),
                     Sample({"X": [r((1, 3, 4))], "Y": [r((2, 2, 4))]}, {ty: True}, note="broadcast, trans_y"),
                     Sample({"X": [r((4,))], "Y": [r((2, 4))]}, {ty: True}, note="1-D, trans_y")]
+
+            def z(shape):  # Paddle registers complex64 / complex128 for matmul_v2 only
+                return r(shape) + 1j * r(shape)
+            out += [Sample({"X": [z((3, 4))], "Y": [z((4, 2))]}, {}, note="complex"),
+                    Sample({"X": [z((4, 3))], "Y": [z((2, 4))]}, {tx: True, ty: True}, note="complex, transposed"),
+                    Sample({"X": [z((2, 3, 4))], "Y": [z((2, 4, 2))]}, {}, note="complex, batch"),
+                    Sample({"X": [z((4,))], "Y": [z((2, 4, 3))]}, {}, note="complex, 1-D x batch")]
         return out
     return samples
 
@@ -364,6 +386,8 @@ def _out_dtype(c: Call):
 def _reduce_kernel(name, fn):
     def kernel(c: Call):
         x = c.x("X")
+        if name in ("reduce_max", "reduce_min") and x.dtype.kind == "c":
+            raise ExecutionError(f"op {c.op_type}: Paddle 3.3.1 has no {x.dtype} kernel for it")
         axes, keep = _axes(c, x), c.attr("keep_dim", False)
         od = _out_dtype(c)
         if od is not None:
@@ -402,9 +426,9 @@ def _reduce_grad_kernel(name):
             dx = g
         elif name == "reduce_mean":
             dx = g / max(int(np.prod([x.shape[a] for a in _axes(c, x)], dtype=np.int64)), 1)
-        elif name == "reduce_prod":
+        elif name == "reduce_prod":  # complex: dOut * conj(Out / X)
             with np.errstate(all="ignore"):
-                dx = g * _expand(c, c.x("Out"), x) / x
+                dx = g * _cj(_expand(c, c.x("Out"), x)) / _cj(x)
         else:  # max / min: the grad is shared equally among the elements equal to the result
             mask = x == _expand(c, c.x("Out"), x)
             dx = g * mask / _expand(c, np.sum(mask, axis=_axes(c, x), keepdims=True), x)
@@ -423,7 +447,11 @@ def _reduce_samples(kind):
                 Sample({"X": [x((2, 3))]}, {"dim": [], "reduce_all": True}, note="reduce_all"),
                 Sample({"X": [x((2, 3))]}, {"dim": [0], "reduce_all": True, "keep_dim": True},
                        note="reduce_all keep_dim"),
-                Sample({"X": [np.asarray(x(()))]}, {"dim": [], "reduce_all": True}, note="0-D")]
+                Sample({"X": [np.asarray(x(()))]}, {"dim": [], "reduce_all": True}, note="0-D")] + (
+            [] if kind in ("max", "min") else  # Paddle registers complex kernels for sum, mean, prod
+            [Sample({"X": [x((2, 3, 4)) + 1j * x((2, 3, 4))]}, {"dim": [1], "keep_dim": False}, note="complex"),
+             Sample({"X": [x((2, 3)) + 1j * x((2, 3))]}, {"dim": [], "reduce_all": True},
+                    note="complex, reduce_all")])
     return samples
 
 
@@ -457,7 +485,7 @@ def _pnorm_axes(c: Call, x: np.ndarray):
 
 def _p_norm(c: Call):
     x = c.x("X")
-    _float_only(c, x)
+    _real_only(c, x)
     p, axes, keep = c.attr("porder", 2.0), _pnorm_axes(c, x), c.attr("keepdim", False)
     a = np.abs(x)
     if p == 0:
@@ -511,7 +539,7 @@ register(OpDef(type="p_norm", inputs=("X",), outputs=("Out",), kernel=_p_norm,
 
 def _squared_l2_norm(c: Call):
     x = c.x("X")
-    _float_only(c, x)
+    _real_only(c, x)
     return {"Out": _arr(np.sum(x * x).reshape(1), x)}
 
 

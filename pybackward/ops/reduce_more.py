@@ -107,7 +107,7 @@ def _nansum(c: Call):
         dt = np_dtype(c, "dtype", od)
     else:
         dt = np.dtype(np.int64) if x.dtype.kind in "biu" else x.dtype
-    if x.dtype.kind == "f":
+    if x.dtype.kind in "fc":  # complex: NaN in either part counts as 0, as in Paddle
         x = np.where(np.isnan(x), 0, x)
     return {"out": np.asarray(np.sum(x, axis=axes, keepdims=keep, dtype=dt))}
 
@@ -115,16 +115,19 @@ def _nansum(c: Call):
 def _nansum_grad(c: Call):
     x = np.asarray(c.x("x"))
     g = _kept(c.x("out@GRAD"), x, _nansum_axes(c, x))
-    dx = np.where(np.isnan(x), 0, g) if x.dtype.kind == "f" else g
+    dx = np.where(np.isnan(x), 0, g) if x.dtype.kind in "fc" else g
     return {"x@GRAD": _arr(dx, x)}
 
 
 def _nansum_samples(rng):
     x = rng.standard_normal((3, 4))
     x[0, 1] = x[2, 3] = np.nan
-    return [Sample({"x": [x]}, {"axis": [1], "dtype": -1, "keepdim": False}, note="axis=1 NaN"),
-            Sample({"x": [x]}, {"axis": [0], "dtype": -1, "keepdim": True}, note="keepdim"),
-            Sample({"x": [rng.standard_normal((2, 3, 2))]}, {"axis": [], "dtype": -1, "keepdim": False}, note="all")]
+    out = [Sample({"x": [x]}, {"axis": [1], "dtype": -1, "keepdim": False}, note="axis=1 NaN"),
+           Sample({"x": [x]}, {"axis": [0], "dtype": -1, "keepdim": True}, note="keepdim"),
+           Sample({"x": [rng.standard_normal((2, 3, 2))]}, {"axis": [], "dtype": -1, "keepdim": False}, note="all")]
+    z = x + 1j * rng.standard_normal((3, 4))  # complex (Paddle's kernels: NaN in Re or Im counts as 0)
+    z[1, 2] = complex(0.5, np.nan)
+    return out + [Sample({"x": [z]}, {"axis": [1], "dtype": -1, "keepdim": False}, note="complex, NaN in Re or Im")]
 
 
 register(paddle_opdef("nansum", _nansum, {"nansum_grad": _nansum_grad}, samples=_nansum_samples,
@@ -177,7 +180,10 @@ def _frobenius_norm_grad(c: Call):
     x = _f(c, "X")
     axes = _axes(c, x)
     with np.errstate(all="ignore"):
-        dx = x * _kept(c.x("Out@GRAD"), x, axes) / _kept(c.x("Out"), x, axes)
+        if np.iscomplexobj(x):  # Out = sqrt(sum(X^2)) is holomorphic: dOut * conj(X / Out)
+            dx = _kept(c.x("Out@GRAD"), x, axes) * np.conj(x / _kept(c.x("Out"), x, axes))
+        else:
+            dx = x * _kept(c.x("Out@GRAD"), x, axes) / _kept(c.x("Out"), x, axes)
     return {"X@GRAD": _arr(dx, x)}
 
 
@@ -185,7 +191,12 @@ def _frobenius_samples(rng):
     r = rng.standard_normal
     return [Sample({"X": [r((3, 4))]}, {"dim": [1], "keep_dim": False, "reduce_all": False}, note="dim=1"),
             Sample({"X": [r((2, 3, 4))]}, {"dim": [-2, -1], "keep_dim": True, "reduce_all": False}, note="keep_dim"),
-            Sample({"X": [r((2, 3))]}, {"dim": [0], "keep_dim": False, "reduce_all": True}, note="reduce_all")]
+            Sample({"X": [r((2, 3))]}, {"dim": [0], "keep_dim": False, "reduce_all": True}, note="reduce_all"),
+            # complex: Paddle squares (not |X|^2), so Out is complex
+            Sample({"X": [r((3, 4)) + 1j * r((3, 4))]}, {"dim": [1], "keep_dim": False, "reduce_all": False},
+                   note="complex"),
+            Sample({"X": [r((2, 3)) + 1j * r((2, 3))]}, {"dim": [0], "keep_dim": True, "reduce_all": True},
+                   note="complex, reduce_all")]
 
 
 register(paddle_opdef("frobenius_norm", _frobenius_norm, {"frobenius_norm_grad": _frobenius_norm_grad},

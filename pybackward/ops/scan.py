@@ -76,6 +76,8 @@ def _cumprod_grad(c: Call):
     x, axis = _cumprod_axis(c, x0)
     rev, excl = bool(c.attr("reverse", False)), bool(c.attr("exclusive", False))
     xl = _to_last(x, axis, rev)
+    if np.iscomplexobj(xl):  # dOut * conj(dOut/dX): every product below runs on conj(X)
+        xl = np.conj(xl)
     gl = _to_last(np.reshape(c.x("Out@GRAD"), x.shape), axis, rev)
     n = xl.shape[-1]
     before = _shift(np.cumprod(xl, axis=-1), 1)
@@ -92,6 +94,7 @@ def _cumprod_samples(rng):
     x = rng.uniform(0.5, 1.5, (3, 4)) * rng.choice([-1, 1], (3, 4))
     z = x.copy()
     z[0, 1] = z[1, 2] = z[1, 3] = 0.0  # one zero, and two in a row
+    cx = x * np.exp(1j * rng.uniform(-np.pi, np.pi, (3, 4)))  # Paddle has complex kernels
     return [Sample({"X": [x]}, {"dim": 1, "exclusive": False, "reverse": False}, note="dim=1"),
             Sample({"X": [x]}, {"dim": -2, "exclusive": False, "reverse": False}, note="dim=-2"),
             Sample({"X": [z]}, {"dim": 1, "exclusive": False, "reverse": False}, note="zeros"),
@@ -99,7 +102,10 @@ def _cumprod_samples(rng):
             Sample({"X": [z]}, {"dim": 1, "exclusive": False, "reverse": True}, note="reverse zeros"),
             Sample({"X": [x.reshape(2, 3, 2)]}, {"dim": 1, "exclusive": True, "reverse": True},
                    note="exclusive reverse"),
-            Sample({"X": [np.asarray(1.7)]}, {"dim": 0, "exclusive": False, "reverse": False}, note="0-D")]
+            Sample({"X": [np.asarray(1.7)]}, {"dim": 0, "exclusive": False, "reverse": False}, note="0-D"),
+            Sample({"X": [cx]}, {"dim": 1, "exclusive": False, "reverse": False}, note="complex"),
+            Sample({"X": [cx.reshape(2, 3, 2)]}, {"dim": 1, "exclusive": True, "reverse": True},
+                   note="complex, exclusive reverse")]
 
 
 register(paddle_opdef("cumprod", _cumprod, {"cumprod_grad": _cumprod_grad}, samples=_cumprod_samples,

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..errors import ExecutionError
-from ._unary import as_dtype, kinks, unary_op, uniform
+from ._unary import as_dtype, cj, complex_box, kinks, unary_op, unary_samples, uniform
 from .paddle_table import paddle_opdef
 from .registry import Call, Sample, register
 
@@ -27,36 +27,61 @@ def _zero_grad(c, x, out, g):
 
 def _round(x, c):
     d = int(c.attr("decimals", 0))
-    if x.dtype.kind in "iu" or d == 0:
-        return np.rint(x) if x.dtype.kind == "f" else x
+    if x.dtype.kind in "iu" or d == 0:  # complex: the real and imaginary parts each
+        return np.rint(x) if x.dtype.kind in "fc" else x
     p = np.asarray(10.0 ** d, dtype=x.dtype)  # Paddle rounds half to even at the scaled value
     return np.rint(x * p) / p
 
 
+def _acosh_grad(c, x, out, g):
+    if np.iscomplexobj(x):  # sqrt(X - 1) sqrt(X + 1), not sqrt(X^2 - 1): the right branch for Re(X) < 0 too
+        return g / np.conj(np.sqrt(x - 1.0) * np.sqrt(x + 1.0))
+    return g / np.sqrt(x * x - 1.0)
+
+
+def _acosh_samples(rng):
+    out = unary_samples("X", uniform(1.2, 4.0), ({},), _CACOSH)(rng)
+    return out + [Sample({"X": [complex_box((-2.5, -0.5), (0.3, 1.5))(rng, (3, 4))]}, note="complex, Re < 0")]
+
+
 _POS = uniform(0.3, 3.0)
+# Complex samples (Paddle has complex kernels): boxes clear of each function's branch cuts and poles.
+_CANY = complex_box((-2.0, 2.0), (-1.5, 1.5))
+_CPOS = complex_box((0.3, 2.5), (-1.5, 1.5))  # log: Re > 0, off the cut along the negative axis
+_CACOSH = complex_box((0.5, 2.5), (0.3, 1.5))  # arccosh: off its cut (-inf, 1]
+_CUNIT = complex_box((-0.9, 0.9), (-1.5, 1.5))  # asin, acos, atanh: cuts along the real axis beyond +-1
+_CNEAR_RE = complex_box((-1.5, 1.5), (-0.8, 0.8))  # atan, asinh: cuts along the imaginary axis beyond +-i
+
+
+def _csteps(rng, s):  # both parts clear of the rounding jumps
+    a = _STEPS(rng, s) / 10.0
+    return np.asarray(a + 1j * _STEPS(rng, s) / 10.0)
 _UNIT = uniform(-0.9, 0.9)
 # Rounding samples stay clear of the jumps so finite differences see flat pieces.
 _STEPS = lambda rng, s: np.round(rng.uniform(-3, 3, s)) + rng.uniform(0.1, 0.4, s) * rng.choice([-1, 1], s)  # noqa: E731
 
 # fmt: off
-unary_op("expm1", lambda x, c: np.expm1(x), lambda c, x, o, g: g * o + g, ints="float32", doc="Out = e^X - 1")
-unary_op("log1p", lambda x, c: np.log(1.0 + x), lambda c, x, o, g: g / (x + 1.0), ints="float32",
-         gen=uniform(-0.7, 3.0), doc="Out = log(1 + X) (Paddle computes 1 + X first, as written)")
-unary_op("log2", lambda x, c: np.log(x) / _LN2, lambda c, x, o, g: g / (x * _LN2), ints="float32", gen=_POS,
-         doc="Out = log(X) / log(2)")
-unary_op("log10", lambda x, c: np.log(x) / _LN10, lambda c, x, o, g: g / (x * _LN10), ints="float32", gen=_POS,
-         doc="Out = log(X) / log(10)")
-unary_op("sin", lambda x, c: np.sin(x), lambda c, x, o, g: g * np.cos(x))
-unary_op("cos", lambda x, c: np.cos(x), lambda c, x, o, g: -g * np.sin(x))
-unary_op("tan", lambda x, c: np.tan(x), lambda c, x, o, g: g / np.cos(x) ** 2, gen=uniform(-1.3, 1.3))
-unary_op("asin", lambda x, c: np.arcsin(x), lambda c, x, o, g: g / np.sqrt(1.0 - x * x), gen=_UNIT)
-unary_op("acos", lambda x, c: np.arccos(x), lambda c, x, o, g: -g / np.sqrt(1.0 - x * x), gen=_UNIT)
-unary_op("atan", lambda x, c: np.arctan(x), lambda c, x, o, g: g / (1.0 + x * x))
-unary_op("sinh", lambda x, c: np.sinh(x), lambda c, x, o, g: g * np.cosh(x))
-unary_op("cosh", lambda x, c: np.cosh(x), lambda c, x, o, g: g * np.sinh(x))
-unary_op("asinh", lambda x, c: np.arcsinh(x), lambda c, x, o, g: g / np.sqrt(x * x + 1.0))
-unary_op("acosh", lambda x, c: np.arccosh(x), lambda c, x, o, g: g / np.sqrt(x * x - 1.0), gen=uniform(1.2, 4.0))
-unary_op("atanh", lambda x, c: np.arctanh(x), lambda c, x, o, g: g / (1.0 - x * x), gen=_UNIT)
+unary_op("expm1", lambda x, c: np.expm1(x), lambda c, x, o, g: g * cj(o) + g, ints="float32", doc="Out = e^X - 1",
+         cgen=_CANY)
+unary_op("log1p", lambda x, c: np.log(1.0 + x), lambda c, x, o, g: g / cj(x + 1.0), ints="float32",
+         gen=uniform(-0.7, 3.0), doc="Out = log(1 + X) (Paddle computes 1 + X first, as written)",
+         cgen=complex_box((-0.5, 2.0), (-1.5, 1.5)))
+unary_op("log2", lambda x, c: np.log(x) / _LN2, lambda c, x, o, g: g / cj(x * _LN2), ints="float32", gen=_POS,
+         doc="Out = log(X) / log(2)", cgen=_CPOS)
+unary_op("log10", lambda x, c: np.log(x) / _LN10, lambda c, x, o, g: g / cj(x * _LN10), ints="float32", gen=_POS,
+         doc="Out = log(X) / log(10)", cgen=_CPOS)
+unary_op("sin", lambda x, c: np.sin(x), lambda c, x, o, g: g * cj(np.cos(x)), cgen=_CANY)
+unary_op("cos", lambda x, c: np.cos(x), lambda c, x, o, g: -g * cj(np.sin(x)), cgen=_CANY)
+unary_op("tan", lambda x, c: np.tan(x), lambda c, x, o, g: g / cj(np.cos(x) ** 2), gen=uniform(-1.3, 1.3),
+         cgen=complex_box((-1.2, 1.2), (-1.0, 1.0)))
+unary_op("asin", lambda x, c: np.arcsin(x), lambda c, x, o, g: g / cj(np.sqrt(1.0 - x * x)), gen=_UNIT, cgen=_CUNIT)
+unary_op("acos", lambda x, c: np.arccos(x), lambda c, x, o, g: -g / cj(np.sqrt(1.0 - x * x)), gen=_UNIT, cgen=_CUNIT)
+unary_op("atan", lambda x, c: np.arctan(x), lambda c, x, o, g: g / cj(1.0 + x * x), cgen=_CNEAR_RE)
+unary_op("sinh", lambda x, c: np.sinh(x), lambda c, x, o, g: g * cj(np.cosh(x)), cgen=_CANY)
+unary_op("cosh", lambda x, c: np.cosh(x), lambda c, x, o, g: g * cj(np.sinh(x)), cgen=_CANY)
+unary_op("asinh", lambda x, c: np.arcsinh(x), lambda c, x, o, g: g / cj(np.sqrt(x * x + 1.0)), cgen=_CNEAR_RE)
+unary_op("acosh", lambda x, c: np.arccosh(x), _acosh_grad, samples=_acosh_samples)
+unary_op("atanh", lambda x, c: np.arctanh(x), lambda c, x, o, g: g / cj(1.0 - x * x), gen=_UNIT, cgen=_CUNIT)
 unary_op("floor", lambda x, c: np.floor(x) if x.dtype.kind == "f" else x, _zero_grad, ints="keep", gen=_STEPS)
 unary_op("ceil", lambda x, c: np.ceil(x) if x.dtype.kind == "f" else x, _zero_grad, ints="keep", gen=_STEPS)
 unary_op("trunc", lambda x, c: np.trunc(x) if x.dtype.kind == "f" else x, _zero_grad, ints="keep", gen=_STEPS)
@@ -64,9 +89,9 @@ unary_op("rint", lambda x, c: np.rint(x) if x.dtype.kind == "f" else x, _zero_gr
          doc="out = x rounded half to even")
 unary_op("round", _round, _zero_grad, ints="keep", gen=lambda rng, s: _STEPS(rng, s) / 10.0,
          attrs_list=({}, {"decimals": 1}, {"decimals": -1}), attrs_handled=("decimals",),
-         doc="Out = X rounded half to even at `decimals` digits (integers unchanged)")
+         doc="Out = X rounded half to even at `decimals` digits (integers unchanged)", cgen=_csteps)
 unary_op("sign", lambda x, c: np.sign(x), None, ints="keep", gen=kinks(0.0),
-         doc="Out = sign(X) (0 at 0, NaN at NaN); grad: Paddle's `scale` by 0")
+         doc="Out = sign(X) (0 at 0, NaN at NaN; X/|X| for complex X); grad: Paddle's `scale` by 0")
 # fmt: on
 
 
