@@ -11,7 +11,7 @@ import pytest
 from pybackward.ops import opcheck, registry
 from test_kernels_vs_paddle import KDIR, _compare, _family
 
-MINE = [f for f in ("quant", "vision_more", "detection", "detection_nms", "detection_rpn") if (KDIR / f"{f}.paddle.json").exists()]
+MINE = [f for f in ("quant", "vision_more", "detection", "detection_nms", "detection_rpn", "vision_extra") if (KDIR / f"{f}.paddle.json").exists()]
 
 
 def _float32_only():

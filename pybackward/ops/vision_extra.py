@@ -1,0 +1,126 @@
+"""interp_antialias (anti-aliased bilinear / bicubic resize, with its grad).
+
+interp_antialias is what `paddle.nn.functional.interpolate(...,
+antialias=True)` runs (checked against Paddle 3.3.1 by testdata/kernels):
+separable resampling whose filter widens with the downscaling ratio, as
+PyTorch's and PIL's anti-aliased resize. Per axis with ratio `r` (in/out,
+or 1/scale; `(in-1)/(out-1)` with align_corners), support `s = k/2 * max(r,
+1)` (k = 2 bilinear, 4 bicubic), output i centred at `c = r*(i + 0.5)`
+reads inputs `[max(int(c - s + 0.5), 0), min(int(c + s + 0.5), in))` with
+weights `filter((j - c + 0.5) / max(r, 1))` normalised to sum 1 (triangle
+filter; cubic with a = -0.5). Out = Wy X Wx^T per plane; the grad is the
+transpose.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ExecutionError
+from .paddle_table import paddle_opdef
+from .registry import Call, Sample, register
+
+
+def _filter(method: str, x):
+    x = np.abs(x)
+    if method == "bilinear":
+        return np.where(x < 1, 1 - x, 0)
+    a = -0.5
+    return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                    np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0))
+
+
+def _aa_weights(n_in: int, n_out: int, ratio: float, method: str) -> np.ndarray:
+    """(n_out, n_in) resampling matrix along one axis."""
+    size = 2 if method == "bilinear" else 4
+    support = size * 0.5 * ratio if ratio >= 1.0 else size * 0.5
+    inv = 1.0 / ratio if ratio >= 1.0 else 1.0
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        c = ratio * (i + 0.5)
+        lo = max(int(c - support + 0.5), 0)
+        hi = min(int(c + support + 0.5), n_in)
+        j = np.arange(lo, hi)
+        w = _filter(method, (j - c + 0.5) * inv)
+        total = w.sum()
+        if total != 0:
+            m[i, lo:hi] = w / total
+    return m
+
+
+def _aa_setup(c: Call, x):
+    if x.ndim != 4:
+        raise c.unsupported("x rank", x.ndim, "2-D (4-D input) anti-aliased resize only")
+    layout = c.attr("data_format", "NCHW")
+    if layout not in ("NCHW", "NHWC"):
+        raise c.unsupported("data_format", layout, "NCHW or NHWC")
+    method = c.attr("interp_method", "bilinear")
+    if method not in ("bilinear", "bicubic"):
+        raise c.unsupported("interp_method", method, "anti-aliasing exists for bilinear and bicubic")
+    if c.has("out_size") or c.has("size_tensor") or c.has("scale_tensor"):
+        raise c.unsupported("out_size/size_tensor/scale_tensor", "tensor", "give the size as out_h/out_w or scale")
+    h, w = (x.shape[2], x.shape[3]) if layout == "NCHW" else (x.shape[1], x.shape[2])
+    scale = [float(s) for s in (c.attr("scale", []) or [])]
+    oh, ow = int(c.attr("out_h", -1)), int(c.attr("out_w", -1))
+    sh = sw = 0.0
+    if scale and min(scale) > 0:
+        sh, sw = (scale * 2)[:2] if len(scale) == 1 else scale[:2]
+        oh, ow = int(h * sh), int(w * sw)
+    if oh < 1 or ow < 1:
+        raise c.unsupported("out_h/out_w", (oh, ow), "a positive output size (or scale) is needed")
+    align = bool(c.attr("align_corners", False))
+
+    def ratio(n_in, n_out, s):
+        if align:
+            return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        return 1.0 / s if s > 0 else n_in / n_out
+
+    wy = _aa_weights(h, oh, float(np.float32(ratio(h, oh, sh))), method)
+    wx = _aa_weights(w, ow, float(np.float32(ratio(w, ow, sw))), method)
+    return layout, wy, wx
+
+
+def _interp_antialias(c: Call):
+    x = np.asarray(c.x("x"))
+    if x.dtype.kind != "f":
+        raise ExecutionError(f"op {c.op_type}: x must be floating point, got {x.dtype}")
+    layout, wy, wx = _aa_setup(c, x)
+    if layout == "NCHW":
+        out = np.einsum("ph,nchw,qw->ncpq", wy, x.astype(np.float64), wx)
+    else:
+        out = np.einsum("ph,nhwc,qw->npqc", wy, x.astype(np.float64), wx)
+    return {"output": out.astype(x.dtype)}
+
+
+def _interp_antialias_grad(c: Call):
+    if not c.wants("x@GRAD"):
+        return {}
+    x = np.asarray(c.x("x"))
+    layout, wy, wx = _aa_setup(c, x)
+    dy = np.asarray(c.x("output@GRAD"), np.float64)
+    if layout == "NCHW":
+        dx = np.einsum("ph,ncpq,qw->nchw", wy, dy, wx)
+    else:
+        dx = np.einsum("ph,npqc,qw->nhwc", wy, dy, wx)
+    return {"x@GRAD": dx.astype(x.dtype)}
+
+
+def _aa_samples(rng):
+    x = rng.standard_normal((1, 2, 9, 11))
+    base = {"data_format": "NCHW", "out_d": -1, "scale": [], "align_corners": False, "align_mode": 0}
+    return [
+        Sample({"x": [x]}, dict(base, out_h=4, out_w=5, interp_method="bilinear"), note="bilinear down"),
+        Sample({"x": [x]}, dict(base, out_h=3, out_w=7, interp_method="bicubic"), note="bicubic down"),
+        Sample({"x": [x]}, dict(base, out_h=14, out_w=6, interp_method="bilinear"), note="up and down"),
+        Sample({"x": [x]}, dict(base, out_h=-1, out_w=-1, scale=[0.5, 0.4], interp_method="bicubic"),
+               note="scale"),
+        Sample({"x": [x]}, dict(base, out_h=4, out_w=6, interp_method="bilinear", align_corners=True),
+               note="align_corners"),
+        Sample({"x": [x.transpose(0, 2, 3, 1).copy()]}, dict(base, data_format="NHWC", out_h=5, out_w=4,
+                                                             interp_method="bilinear"), note="NHWC"),
+    ]
+
+
+register(paddle_opdef("interp_antialias", _interp_antialias, {"interp_antialias_grad": _interp_antialias_grad},
+                      samples=_aa_samples,
+                      attrs_handled=("data_format", "out_h", "out_w", "scale", "interp_method", "align_corners"),
+                      doc="anti-aliased bilinear/bicubic resize (interpolate(..., antialias=True))"))
