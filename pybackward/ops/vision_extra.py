@@ -124,3 +124,71 @@ register(paddle_opdef("interp_antialias", _interp_antialias, {"interp_antialias_
                       samples=_aa_samples,
                       attrs_handled=("data_format", "out_h", "out_w", "scale", "interp_method", "align_corners"),
                       doc="anti-aliased bilinear/bicubic resize (interpolate(..., antialias=True))"))
+
+
+# --------------------------------------------------------------------------
+# margin_cross_entropy (one rank)
+# --------------------------------------------------------------------------
+def _margin_setup(c: Call):
+    logits = np.asarray(c.x("Logits"))
+    label = np.asarray(c.x("Label")).astype(np.int64).reshape(-1)
+    if logits.dtype.kind != "f" or logits.ndim != 2 or label.size != logits.shape[0]:
+        raise ExecutionError(f"op {c.op_type}: Logits (N, D) float and Label (N) expected, got {logits.shape} "
+                             f"{logits.dtype}, {label.shape}")
+    if int(c.attr("nranks", 1)) > 1:
+        raise c.unsupported("nranks", c.attr("nranks"), "model parallelism needs a communicator; one rank only")
+    if label.size and (label.min() < 0 or label.max() >= logits.shape[1]):
+        raise ExecutionError(f"op {c.op_type}: a label is outside [0, {logits.shape[1]})")
+    m1, m2, m3, s = (float(np.float32(c.attr(k, d))) for k, d in
+                     (("margin1", 1.0), ("margin2", 0.5), ("margin3", 0.0), ("scale", 64.0)))
+    return logits, label, m1, m2, m3, s
+
+
+def _margin_cross_entropy(c: Call):
+    logits, label, m1, m2, m3, s = _margin_setup(c)
+    z = logits.astype(np.float64).copy()
+    rows = np.arange(z.shape[0])
+    pos = z[rows, label]
+    if abs(m1 - 1.0) > 1e-8 or abs(m2) > 1e-8:
+        pos = np.cos(m1 * np.arccos(pos) + m2)
+    z[rows, label] = pos - m3
+    z = z * s
+    z = z - z.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return {"Softmax": np.exp(logp).astype(logits.dtype), "Loss": (-logp[rows, label])[:, None].astype(logits.dtype)}
+
+
+def _margin_cross_entropy_grad(c: Call):
+    if not c.wants("Logits@GRAD"):
+        return {}
+    logits, label, m1, m2, m3, s = _margin_setup(c)
+    sm = c.x("Softmax")
+    sm = np.asarray(sm, np.float64) if sm is not None else _margin_cross_entropy(c)["Softmax"].astype(np.float64)
+    dl = np.asarray(c.x("Loss@GRAD"), np.float64).reshape(-1)
+    rows = np.arange(logits.shape[0])
+    g = sm * dl[:, None]
+    g[rows, label] = (sm[rows, label] - 1.0) * dl
+    if abs(m1 - 1.0) > 1e-8 or abs(m2) > 1e-8:
+        x = logits[rows, label].astype(np.float64)
+        g[rows, label] *= m1 * np.sin(m1 * np.arccos(x) + m2) / np.sqrt(1.0 - x * x)
+    return {"Logits@GRAD": (g * s).astype(logits.dtype)}
+
+
+def _margin_samples(rng):
+    x = rng.uniform(-0.9, 0.9, (4, 6))
+    lab = np.array([0, 3, 5, 2], np.int64)
+    base = {"return_softmax": False, "ring_id": 0, "rank": 0, "nranks": 1}
+    return [Sample({"Logits": [x], "Label": [lab]}, dict(base, margin1=1.0, margin2=0.5, margin3=0.0, scale=4.0),
+                   outputs={"Loss": 1}, note="ArcFace"),
+            Sample({"Logits": [x], "Label": [lab.astype(np.int32)]},
+                   dict(base, margin1=1.35, margin2=0.0, margin3=0.2, scale=2.0), outputs={"Loss": 1},
+                   note="SphereFace + CosFace margins, int32 labels"),
+            Sample({"Logits": [x], "Label": [lab]}, dict(base, margin1=1.0, margin2=0.0, margin3=0.0, scale=1.0),
+                   outputs={"Loss": 1}, note="no margin: softmax cross entropy")]
+
+
+register(paddle_opdef("margin_cross_entropy", _margin_cross_entropy,
+                      {"margin_cross_entropy_grad": _margin_cross_entropy_grad}, samples=_margin_samples,
+                      attrs_handled=("margin1", "margin2", "margin3", "scale", "nranks", "return_softmax"),
+                      doc="ArcFace/CosFace/SphereFace margin softmax cross entropy (one rank); Paddle runs it on "
+                          "GPU only"))
