@@ -192,3 +192,96 @@ register(paddle_opdef("margin_cross_entropy", _margin_cross_entropy,
                       attrs_handled=("margin1", "margin2", "margin3", "scale", "nranks", "return_softmax"),
                       doc="ArcFace/CosFace/SphereFace margin softmax cross entropy (one rank); Paddle runs it on "
                           "GPU only"))
+
+
+# --------------------------------------------------------------------------
+# warprnnt (RNN-T loss, fastemit_lambda 0)
+# --------------------------------------------------------------------------
+def _rnnt(c: Call):
+    """Per sequence: -log P(label | input) and its gradient w.r.t. the input,
+    which holds log-probabilities (no softmax inside, as Paddle's rnnt_loss)."""
+    acts = np.asarray(c.x("input"))
+    label = np.asarray(c.x("label")).astype(np.int64)
+    tl = np.asarray(c.x("input_lengths")).astype(np.int64).reshape(-1)
+    ul = np.asarray(c.x("label_lengths")).astype(np.int64).reshape(-1)
+    blank = int(c.attr("blank", 0))
+    if float(c.attr("fastemit_lambda", 0.0)) != 0.0:
+        raise c.unsupported("fastemit_lambda", c.attr("fastemit_lambda"), "only 0 (plain RNN-T loss)")
+    if acts.ndim != 4 or acts.dtype.kind != "f":
+        raise ExecutionError(f"op {c.op_type}: input must be float (B, T, U+1, V), got {acts.dtype} {acts.shape}")
+    b, tmax, umax, v = acts.shape
+    if tl.size != b or ul.size != b or (tl > tmax).any() or (ul + 1 > umax).any() or (tl < 1).any():
+        raise ExecutionError(f"op {c.op_type}: lengths {tl.tolist()} / {ul.tolist()} do not fit input {acts.shape}")
+    if not 0 <= blank < v:
+        raise c.unsupported("blank", blank, f"must index the {v} symbols")
+    lp = acts.astype(np.float64)            # Paddle's input is already log-probabilities
+    loss = np.zeros(b)
+    grad = np.zeros_like(lp)
+    for k in range(b):
+        T, U = int(tl[k]), int(ul[k])
+        y = label[k, :U]
+        lpk = lp[k, :T, :U + 1]                                         # (T, U+1, V)
+        lb = lpk[:, :, blank]
+        ly = lpk[:, np.arange(U), y] if U else np.zeros((T, 0))        # (T, U)
+        alpha = np.full((T, U + 1), -np.inf)
+        beta = np.full((T, U + 1), -np.inf)
+        alpha[0, 0] = 0.0
+        for t in range(T):
+            for u in range(U + 1):
+                if t == 0 and u == 0:
+                    continue
+                a1 = alpha[t - 1, u] + lb[t - 1, u] if t > 0 else -np.inf
+                a2 = alpha[t, u - 1] + ly[t, u - 1] if u > 0 else -np.inf
+                alpha[t, u] = np.logaddexp(a1, a2)
+        beta[T - 1, U] = lb[T - 1, U]
+        for t in range(T - 1, -1, -1):
+            for u in range(U, -1, -1):
+                if t == T - 1 and u == U:
+                    continue
+                b1 = beta[t + 1, u] + lb[t, u] if t < T - 1 else -np.inf
+                b2 = beta[t, u + 1] + ly[t, u] if u < U else -np.inf
+                beta[t, u] = np.logaddexp(b1, b2)
+        ll = beta[0, 0]
+        loss[k] = -ll
+        # d(-ll)/d lp[t, u, s]
+        dlp = np.zeros((T, U + 1, v))
+        nb = np.full((T, U + 1), -np.inf)
+        nb[:T - 1] = beta[1:]
+        nb[T - 1, U] = 0.0
+        dlp[:, :, blank] = -np.exp(alpha + lb + nb - ll)
+        if U:
+            dlp[:, np.arange(U), y] -= np.exp(alpha[:, :U] + ly + beta[:, 1:] - ll)
+        grad[k, :T, :U + 1] = dlp
+    return loss, grad
+
+
+def _warprnnt(c: Call):
+    acts = np.asarray(c.x("input"))
+    loss, grad = _rnnt(c)
+    return {"loss": loss.astype(acts.dtype), "warprnntgrad": grad.astype(acts.dtype)}
+
+
+def _warprnnt_grad(c: Call):
+    if not c.wants("input@GRAD"):
+        return {}
+    g = np.asarray(c.x("warprnntgrad"))
+    dl = np.asarray(c.x("loss@GRAD")).reshape(-1, 1, 1, 1)
+    return {"input@GRAD": (g * dl).astype(g.dtype)}
+
+
+def _rnnt_samples(rng):
+    z = rng.standard_normal((2, 4, 3, 5))
+    acts = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))      # log-probabilities
+    label = np.array([[1, 3], [2, 0]], np.int32)
+    base = {"blank": 0, "fastemit_lambda": 0.0}
+    return [Sample({"input": [acts], "label": [label], "input_lengths": [np.array([4, 3], np.int32)],
+                    "label_lengths": [np.array([2, 1], np.int32)]}, dict(base), wrt=("input",),
+                   note="padded sequences"),
+            Sample({"input": [acts], "label": [np.array([[1, 2], [3, 1]], np.int32)],
+                    "input_lengths": [np.array([4, 4], np.int32)], "label_lengths": [np.array([2, 2], np.int32)]},
+                   dict(base, blank=4), wrt=("input",), note="blank 4, full lengths")]
+
+
+register(paddle_opdef("warprnnt", _warprnnt, {"warprnnt_grad": _warprnnt_grad}, samples=_rnnt_samples,
+                      attrs_handled=("blank", "fastemit_lambda"),
+                      doc="RNN-T loss per sequence of log-probabilities; warprnntgrad its input gradient"))
