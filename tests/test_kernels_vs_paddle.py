@@ -69,6 +69,9 @@ PADDLE_REFUSES = {
     **{f"margin_cross_entropy-{i}": "Paddle 3.3.1's CPU margin_cross_entropy kernel only raises (GPU only; the "
                                     "one-op program without Softmax is refused first); pybackward follows the GPU "
                                     "kernel, its grad checked by finite differences" for i in range(3)},
+    **{f"correlation-{i}": "Paddle 3.3.1's CPU correlation kernel only raises (GPU only, no CPU grad); "
+                           "pybackward follows the GPU kernel, its grad checked by finite differences"
+       for i in range(3)},
 }
 
 #: Samples where Paddle's gradient is wrong (off finite differences in

@@ -285,3 +285,85 @@ def _rnnt_samples(rng):
 register(paddle_opdef("warprnnt", _warprnnt, {"warprnnt_grad": _warprnnt_grad}, samples=_rnnt_samples,
                       attrs_handled=("blank", "fastemit_lambda"),
                       doc="RNN-T loss per sequence of log-probabilities; warprnntgrad its input gradient"))
+
+
+# --------------------------------------------------------------------------
+# correlation (FlowNet cost volume; Paddle runs it on GPU only)
+# --------------------------------------------------------------------------
+def _corr_setup(c: Call):
+    a, b = np.asarray(c.x("Input1")), np.asarray(c.x("Input2"))
+    if a.ndim != 4 or a.shape != b.shape or a.dtype.kind != "f":
+        raise ExecutionError(f"op {c.op_type}: Input1 and Input2 must be float NCHW of one shape, got "
+                             f"{a.shape}, {b.shape}")
+    pad, k, md, s1, s2 = (int(c.attr(n)) for n in ("pad_size", "kernel_size", "max_displacement", "stride1",
+                                                   "stride2"))
+    if k != 1:
+        # Paddle's kernel centres the patch at max_displacement without the kernel radius, so a
+        # larger patch reads outside the padded input; FlowNet / PWC-Net use 1
+        raise c.unsupported("kernel_size", k, "only 1 (single-pixel patches)")
+    if int(c.attr("corr_type_multiply", 1)) != 1:
+        raise c.unsupported("corr_type_multiply", c.attr("corr_type_multiply"), "only 1 (multiplicative)")
+    if s1 < 1 or s2 < 1 or md < 0 or pad < 0:
+        raise c.unsupported("stride1/stride2/max_displacement/pad_size", (s1, s2, md, pad), "out of range")
+    ph, pw = a.shape[2] + 2 * pad, a.shape[3] + 2 * pad
+    oh, ow = -(-(ph - 2 * md) // s1), -(-(pw - 2 * md) // s1)
+    if oh < 1 or ow < 1:
+        raise ExecutionError(f"op {c.op_type}: max_displacement {md} leaves no output on the padded input {ph}x{pw}")
+    r = md // s2
+    shifts = [(tj * s2, ti * s2) for tj in range(-r, r + 1) for ti in range(-r, r + 1)]
+    return a, b, pad, md, s1, (oh, ow), shifts
+
+
+def _corr_windows(md, s1, oh, ow, dy, dx):
+    rows = slice(md + dy, md + dy + (oh - 1) * s1 + 1, s1)
+    cols = slice(md + dx, md + dx + (ow - 1) * s1 + 1, s1)
+    return rows, cols
+
+
+def _correlation(c: Call):
+    a, b, pad, md, s1, (oh, ow), shifts = _corr_setup(c)
+    pa = np.pad(a, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    pb = np.pad(b, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    r0, c0 = _corr_windows(md, s1, oh, ow, 0, 0)
+    base = pa[:, :, r0, c0]
+    out = np.stack([(base * pb[:, :, r, q]).sum(axis=1) for r, q in
+                    (_corr_windows(md, s1, oh, ow, dy, dx) for dy, dx in shifts)], axis=1)
+    return {"Output": (out / a.shape[1]).astype(a.dtype)}
+
+
+def _correlation_grad(c: Call):
+    a, b, pad, md, s1, (oh, ow), shifts = _corr_setup(c)
+    pa = np.pad(a, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    pb = np.pad(b, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    dy_out = np.asarray(c.x("Output@GRAD")) / a.shape[1]
+    ga, gb = np.zeros_like(pa), np.zeros_like(pb)
+    r0, c0 = _corr_windows(md, s1, oh, ow, 0, 0)
+    for k, (dy, dx) in enumerate(shifts):
+        r, q = _corr_windows(md, s1, oh, ow, dy, dx)
+        g = dy_out[:, k:k + 1]
+        ga[:, :, r0, c0] += g * pb[:, :, r, q]
+        gb[:, :, r, q] += g * pa[:, :, r0, c0]
+    h, w = a.shape[2:]
+    res = {}
+    if c.wants("Input1@GRAD"):
+        res["Input1@GRAD"] = ga[:, :, pad:pad + h, pad:pad + w].astype(a.dtype)
+    if c.wants("Input2@GRAD"):
+        res["Input2@GRAD"] = gb[:, :, pad:pad + h, pad:pad + w].astype(b.dtype)
+    return res
+
+
+def _corr_samples(rng):
+    a, b = rng.standard_normal((2, 3, 6, 7)), rng.standard_normal((2, 3, 6, 7))
+    S = Sample
+    return [S({"Input1": [a], "Input2": [b]}, {"pad_size": 2, "kernel_size": 1, "max_displacement": 2, "stride1": 1,
+                                               "stride2": 1, "corr_type_multiply": 1}, note="FlowNet-C style"),
+            S({"Input1": [a], "Input2": [b]}, {"pad_size": 3, "kernel_size": 1, "max_displacement": 3, "stride1": 2,
+                                               "stride2": 2, "corr_type_multiply": 1}, note="strides 2"),
+            S({"Input1": [a], "Input2": [b]}, {"pad_size": 0, "kernel_size": 1, "max_displacement": 1, "stride1": 1,
+                                               "stride2": 1, "corr_type_multiply": 1}, note="no padding")]
+
+
+register(paddle_opdef("correlation", _correlation, {"correlation_grad": _correlation_grad}, samples=_corr_samples,
+                      attrs_handled=("pad_size", "kernel_size", "max_displacement", "stride1", "stride2",
+                                     "corr_type_multiply"),
+                      doc="FlowNet correlation (cost volume) with kernel_size 1; Paddle runs it on GPU only"))
