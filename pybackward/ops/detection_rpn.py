@@ -1,10 +1,12 @@
-"""Region-proposal ops of two-stage detectors: generate_proposals_v2,
+"""Region-proposal ops of two-stage detectors: generate_proposals(_v2),
 distribute_fpn_proposals, collect_fpn_proposals (no gradients).
 
 Paddle's CPU kernels (checked against Paddle 3.3.1 by testdata/kernels);
 `pixel_offset` counts box sizes inclusively (`x2 - x1 + 1`):
 
-* generate_proposals_v2, per image: the pre_nms_topN best anchors by score
+* generate_proposals_v2 (and v1, whose ImInfo rows `[h, w, scale]` clip
+  as ImShape does but test min_size on sizes divided by the scale), per
+  image: the pre_nms_topN best anchors by score
   (Scores (N, A, H, W) and BboxDeltas (N, 4A, H, W) read in (H, W, A)
   order, as Anchors / Variances (H, W, A, 4)); deltas decoded as box_coder
   does, with the log-size deltas (times the variance) capped at
@@ -70,7 +72,10 @@ def _counts(c: Call, slot: str, total: int, n_img: int | None = None) -> np.ndar
 # --------------------------------------------------------------------------
 # generate_proposals_v2
 # --------------------------------------------------------------------------
-def _proposals_one(c: Call, im, anchors, var, deltas, scores):
+def _proposals_one(c: Call, im, anchors, var, deltas, scores, is_scale: bool = False):
+    """One image's proposals. `im` is ImShape's row [h, w], or with
+    `is_scale` (generate_proposals v1) ImInfo's [h, w, scale], whose box
+    sizes are measured in the unscaled image for min_size."""
     t = deltas.dtype.type
     pre, post = int(c.attr("pre_nms_topN", 6000)), int(c.attr("post_nms_topN", 1000))
     off = t(1) if bool(c.attr("pixel_offset", True)) else t(0)
@@ -92,9 +97,14 @@ def _proposals_one(c: Call, im, anchors, var, deltas, scores):
     min_size = t(max(float(np.float32(c.attr("min_size", 0.1))), 1.0))
     ws = box[:, 2] - box[:, 0] + off
     hs = box[:, 3] - box[:, 1] + off
-    keep = (ws >= min_size) & (hs >= min_size)
     if off:
-        keep &= (box[:, 0] + ws / t(2) <= im[1]) & (box[:, 1] + hs / t(2) <= im[0])
+        xc, yc = box[:, 0] + ws / t(2), box[:, 1] + hs / t(2)
+        if is_scale:
+            ws = (box[:, 2] - box[:, 0]) / im[2] + t(1)
+            hs = (box[:, 3] - box[:, 1]) / im[2] + t(1)
+        keep = (ws >= min_size) & (hs >= min_size) & (xc <= im[1]) & (yc <= im[0])
+    else:
+        keep = (ws >= min_size) & (hs >= min_size)
     if not keep.any():
         return np.zeros((1, 4), deltas.dtype), np.zeros((1, 1), deltas.dtype)
     box, s = box[keep], s[keep]
@@ -116,23 +126,24 @@ def _proposals_one(c: Call, im, anchors, var, deltas, scores):
     return box[kept], s[kept][:, None]
 
 
-def _generate_proposals_v2(c: Call):
+def _generate_proposals(c: Call):
+    v1 = c.op_type == "generate_proposals"
     scores, deltas = np.asarray(c.x("Scores")), np.asarray(c.x("BboxDeltas"))
-    im = np.asarray(c.x("ImShape"))
+    im = np.asarray(c.x("ImInfo" if v1 else "ImShape"))
     anchors, var = np.asarray(c.x("Anchors")).reshape(-1, 4), np.asarray(c.x("Variances")).reshape(-1, 4)
     if scores.ndim != 4 or deltas.shape != (scores.shape[0], 4 * scores.shape[1]) + scores.shape[2:]:
         raise ExecutionError(f"op {c.op_type}: Scores (N, A, H, W) and BboxDeltas (N, 4A, H, W) expected, got "
                              f"{scores.shape}, {deltas.shape}")
     n = scores.shape[0]
-    if anchors.shape[0] != scores[0].size or var.shape != anchors.shape or im.reshape(n, -1).shape[1] < 2:
+    if anchors.shape[0] != scores[0].size or var.shape != anchors.shape or im.reshape(n, -1).shape[1] < 2 + v1:
         raise ExecutionError(f"op {c.op_type}: Anchors/Variances {anchors.shape} / {var.shape} do not fit Scores "
-                             f"{scores.shape}, or ImShape {im.shape} is not (N, 2)")
+                             f"{scores.shape}, or ImShape/ImInfo {im.shape} is not (N, 2) / (N, 3)")
     im = im.reshape(n, -1).astype(deltas.dtype)
     rois, probs, nums = [], [], []
     for i in range(n):
         s = scores[i].transpose(1, 2, 0).reshape(-1)
         d = deltas[i].transpose(1, 2, 0).reshape(-1, 4)
-        b, p = _proposals_one(c, im[i], anchors.astype(deltas.dtype), var.astype(deltas.dtype), d, s)
+        b, p = _proposals_one(c, im[i], anchors.astype(deltas.dtype), var.astype(deltas.dtype), d, s, v1)
         rois.append(b)
         probs.append(p)
         nums.append(b.shape[0])
@@ -160,7 +171,20 @@ def _gp_samples(rng):
             Sample(ins, dict(base, min_size=1000.0), note="nothing left: one zero box")]
 
 
-register(paddle_opdef("generate_proposals_v2", _generate_proposals_v2, samples=_gp_samples,
+def _gp_v1_samples(rng):
+    out = []
+    for smp in _gp_samples(rng)[:3]:
+        ins = dict(smp.inputs)
+        im = ins.pop("ImShape")[0]
+        ins["ImInfo"] = [np.concatenate([im * 1.5, np.full((im.shape[0], 1), 1.5)], axis=1)]
+        out.append(Sample(ins, {k: v for k, v in smp.attrs.items() if k != "pixel_offset"}, note=smp.note))
+    return [out[0], out[2]]
+
+
+register(paddle_opdef("generate_proposals", _generate_proposals, samples=_gp_v1_samples,
+                      attrs_handled=("pre_nms_topN", "post_nms_topN", "nms_thresh", "min_size", "eta"),
+                      doc="RPN proposals (v1: ImInfo [h, w, scale]); RpnRois' LoD not attached"))
+register(paddle_opdef("generate_proposals_v2", _generate_proposals, samples=_gp_samples,
                       attrs_handled=("pre_nms_topN", "post_nms_topN", "nms_thresh", "min_size", "eta",
                                      "pixel_offset"),
                       doc="RPN proposals: decode, clip, filter, NMS per image (RpnRois' LoD not attached)"))

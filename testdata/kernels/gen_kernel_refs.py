@@ -33,7 +33,8 @@ ALIAS = {"batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"},
 #: one sequence (a single image), which is what pybackward's kernel assumes.
 LOD_INPUTS = {"box_clip": ("Input",)}
 #: Ops whose outputs carry a LoD (fetched as tensors, compared as arrays).
-LOD_OUTPUTS = {"box_clip", "multiclass_nms", "distribute_fpn_proposals", "collect_fpn_proposals"}
+LOD_OUTPUTS = {"box_clip", "multiclass_nms", "distribute_fpn_proposals", "collect_fpn_proposals",
+               "generate_proposals"}
 
 
 def run_case(case, arrays, dtype, exe, with_loss=True):
