@@ -44,3 +44,16 @@ def test_float32_only_kernels_equal_paddle(family, name):
             k = int(arrays[f"{name}|in|Iter|0"].reshape(-1)[0]) % int(case["attrs"]["window_size"])
             got, want = got[k:k + 1], want[k:k + 1]
         _compare(f"{name} [float32] {key}", got, want, "float32", None)
+
+
+def test_warprnnt_fastemit_gradient_equals_paddle():
+    """FastEmit (fastemit_lambda 0.5) scales the label emissions' gradient by
+    1.5 and leaves the loss alone; Paddle's values from
+    testdata/kernels/vision_extra_fastemit.py (sum of the losses' gradient)."""
+    ref = np.load(KDIR / "vision_extra.fastemit.npz")
+    ins = {"input": [ref["acts"]], "label": [ref["label"]], "input_lengths": [ref["input_lengths"]],
+           "label_lengths": [ref["label_lengths"]]}
+    outs, grads = opcheck.run_with_grads("warprnnt", ins, {"blank": 0, "fastemit_lambda": 0.5},
+                                         {"loss": 1, "warprnntgrad": 1}, {"loss": [np.ones(2)]})
+    np.testing.assert_allclose(outs["loss"][0], ref["loss"], rtol=1e-10)
+    np.testing.assert_allclose(grads["input"][0], ref["grad"], rtol=1e-9, atol=1e-12)

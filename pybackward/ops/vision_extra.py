@@ -195,18 +195,19 @@ register(paddle_opdef("margin_cross_entropy", _margin_cross_entropy,
 
 
 # --------------------------------------------------------------------------
-# warprnnt (RNN-T loss, fastemit_lambda 0)
+# warprnnt (RNN-T loss; FastEmit)
 # --------------------------------------------------------------------------
 def _rnnt(c: Call):
     """Per sequence: -log P(label | input) and its gradient w.r.t. the input,
-    which holds log-probabilities (no softmax inside, as Paddle's rnnt_loss)."""
+    which holds log-probabilities (no softmax inside, as Paddle's rnnt_loss).
+    With fastemit_lambda the gradient is FastEmit's, not the loss's
+    derivative (tests/test_ops_vision.py checks it against Paddle)."""
     acts = np.asarray(c.x("input"))
     label = np.asarray(c.x("label")).astype(np.int64)
     tl = np.asarray(c.x("input_lengths")).astype(np.int64).reshape(-1)
     ul = np.asarray(c.x("label_lengths")).astype(np.int64).reshape(-1)
     blank = int(c.attr("blank", 0))
-    if float(c.attr("fastemit_lambda", 0.0)) != 0.0:
-        raise c.unsupported("fastemit_lambda", c.attr("fastemit_lambda"), "only 0 (plain RNN-T loss)")
+    fastemit = float(np.float32(c.attr("fastemit_lambda", 0.0)))
     if acts.ndim != 4 or acts.dtype.kind != "f":
         raise ExecutionError(f"op {c.op_type}: input must be float (B, T, U+1, V), got {acts.dtype} {acts.shape}")
     b, tmax, umax, v = acts.shape
@@ -249,8 +250,8 @@ def _rnnt(c: Call):
         nb[:T - 1] = beta[1:]
         nb[T - 1, U] = 0.0
         dlp[:, :, blank] = -np.exp(alpha + lb + nb - ll)
-        if U:
-            dlp[:, np.arange(U), y] -= np.exp(alpha[:, :U] + ly + beta[:, 1:] - ll)
+        if U:   # FastEmit scales the label emissions' gradient (not the loss) by 1 + lambda
+            dlp[:, np.arange(U), y] -= (1.0 + fastemit) * np.exp(alpha[:, :U] + ly + beta[:, 1:] - ll)
         grad[k, :T, :U + 1] = dlp
     return loss, grad
 
