@@ -77,7 +77,8 @@ PADDLE_REFUSES = {
                      ("fake_quantize_dequantize_abs_max", 3), ("fake_channel_wise_quantize_dequantize_abs_max", 3),
                      ("fake_quantize_moving_average_abs_max", 3),
                      ("fake_quantize_dequantize_moving_average_abs_max", 3), ("fake_quantize_range_abs_max", 2),
-                     ("moving_average_abs_max_scale", 2), ("quantize_linear", 4)) for i in range(n)},
+                     ("moving_average_abs_max_scale", 2), ("quantize_linear", 4), ("lookup_table_dequant", 2))
+       for i in range(n)},
     **{f"{op}-{i}": f"{op}: Paddle's executor casts the float {slot} to X's int8/int16 kernel type before its "
                     f"kernel reads it as float32, so the one-op program always fails"
        for op, slot, n in (("dequantize_abs_max", "Scale", 2), ("dequantize_log", "Dict", 1)) for i in range(n)},

@@ -457,3 +457,43 @@ register(paddle_opdef("dequantize_abs_max", _dequantize_abs_max, samples=_dq_abs
                       attrs_handled=("max_range",), doc="Out = Scale * float(X) / max_range (float32)"))
 register(paddle_opdef("dequantize_log", _dequantize_log, samples=_dq_log_samples,
                       doc="Out = Dict[x] for x >= 0, -Dict[x + 128] below (float32)"))
+
+
+# --------------------------------------------------------------------------
+# lookup_table_dequant: an embedding whose rows hold [min, max, uint8 codes]
+# --------------------------------------------------------------------------
+def _lookup_table_dequant(c: Call):
+    """Each row of W (float32) is `[min, max]` followed by the row's 8-bit
+    codes packed four to a float; Out rows are `(max - min) / 256 * code +
+    min` (float32), zeros for padding_idx. Out is Ids' shape with its last
+    dim (1) replaced by the row width `(W.shape[1] - 2) * 4`."""
+    w = np.asarray(c.x("W"))
+    ids = np.asarray(c.x("Ids")).astype(np.int64)
+    if w.dtype != np.float32 or w.ndim != 2 or w.shape[1] < 3:
+        raise ExecutionError(f"op {c.op_type}: W must be a float32 (rows, 2 + packed) table, got {w.dtype} {w.shape}")
+    pad = int(c.attr("padding_idx", -1))
+    flat = ids.reshape(-1)
+    live = flat != pad if pad != -1 else np.ones(flat.size, bool)
+    if ((flat[live] < 0) | (flat[live] >= w.shape[0])).any():
+        raise ExecutionError(f"op {c.op_type}: an id is outside [0, {w.shape[0]})")
+    rows = w[np.where(live, flat, 0)]
+    lo, hi = rows[:, 0], rows[:, 1]
+    codes = np.ascontiguousarray(rows[:, 2:]).view(np.uint8).astype(np.float32)      # (n, 4 * (Q - 2))
+    scale = ((hi - lo) / np.float32(256))[:, None]
+    out = np.where(live[:, None], scale * codes + lo[:, None], np.float32(0)).astype(np.float32)
+    lead = ids.shape[:-1] if ids.ndim > 1 else ids.shape
+    return {"Out": out.reshape(lead + (codes.shape[1],))}
+
+
+def _ltd_samples(rng):
+    codes = rng.integers(0, 256, (5, 12), dtype=np.uint8)
+    codes[:, 3::4] = rng.integers(0, 0x7F, (5, 3), dtype=np.uint8)    # no NaN / inf bit patterns
+    mins = rng.uniform(-1, 0, (5, 1)).astype(np.float32)
+    table = np.concatenate([mins, mins + rng.uniform(0.5, 2, (5, 1)).astype(np.float32), codes.view(np.float32)], 1)
+    ids = np.array([[3], [0], [4], [3]], np.int64)
+    return [Sample({"W": [table], "Ids": [ids]}, {"padding_idx": -1}),
+            Sample({"W": [table], "Ids": [ids]}, {"padding_idx": 3}, note="padding_idx")]
+
+
+register(paddle_opdef("lookup_table_dequant", _lookup_table_dequant, samples=_ltd_samples,
+                      attrs_handled=("padding_idx",), doc="embedding lookup of 8-bit min/max-quantised rows"))
