@@ -57,3 +57,19 @@ def test_warprnnt_fastemit_gradient_equals_paddle():
                                          {"loss": 1, "warprnntgrad": 1}, {"loss": [np.ones(2)]})
     np.testing.assert_allclose(outs["loss"][0], ref["loss"], rtol=1e-10)
     np.testing.assert_allclose(grads["input"][0], ref["grad"], rtol=1e-9, atol=1e-12)
+
+
+def test_box_coder_decode_with_variance_attr():
+    """decode_center_size with the `variance` attr: Paddle's float32 values
+    (paddle.vision.ops.box_coder, Paddle 3.3.1). Paddle's float64 kernel reads
+    the float attr's bytes as doubles (tiny variances: it returns the priors),
+    docs/deviations.md; pybackward applies the variances in both dtypes."""
+    prior = np.array([[0.1, 0.2, 0.5, 0.6], [0.3, 0.1, 0.9, 0.4], [0.0, 0.0, 1.0, 1.0]])
+    t = np.random.default_rng(0).uniform(-0.5, 0.5, (2, 3, 4))
+    attrs = {"code_type": "decode_center_size", "box_normalized": True, "axis": 0, "variance": [0.1, 0.1, 0.2, 0.2]}
+    out = opcheck.run_kernel("box_coder", {"PriorBox": [prior.astype(np.float32)], "TargetBox": [t.astype(np.float32)]},
+                             attrs, {"OutputBox": ["o"]})["OutputBox"][0]
+    np.testing.assert_allclose(out[0, 0], [0.12302193, 0.20922482, 0.48793504, 0.5723582], rtol=1e-6)
+    out64 = opcheck.run_kernel("box_coder", {"PriorBox": [prior], "TargetBox": [t]}, attrs,
+                               {"OutputBox": ["o"]})["OutputBox"][0]
+    np.testing.assert_allclose(out64, out, rtol=1e-5, atol=1e-7)
