@@ -587,6 +587,10 @@ def _yolov3_samples(rng):
         Sample({"X": [x], "GTBox": [box * np.array([1, 1, 3, 3])], "GTLabel": [label]},
                dict(base, anchor_mask=[1, 3, 4], downsample_ratio=16, ignore_thresh=0.3), wrt=("X",),
                note="boxes matched to other masks"),
+        Sample({"X": [x], "GTBox": [np.array([[[0.30, 0.40, 0.20, 0.25], [0.33, 0.45, 0.22, 0.24],
+                                               [0.70, 0.60, 0.10, 0.15]]] * 2)],
+                "GTLabel": [np.array([[0, 2, 1], [1, 1, 0]], np.int32)]}, dict(base), wrt=("X",),
+               note="two boxes in one cell and anchor"),
     ]
 
 
