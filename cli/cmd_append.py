@@ -13,10 +13,9 @@ from pybackward.backward.guards import refuse_existing_backward
 from pybackward.errors import PyBackwardError
 from pybackward.suffixes import check_program_path
 
-from .main import _one_line, cli, handle_errors, recorded_deviations
-from .progress import Progress, info, quiet_option
-from .running import evaluate, load_arrays, ops_option, run_options, show_values, value_to_json
-from .userpath import beside_hint, resolve_loss, with_values_beside
+from .common import (Progress, append_with_checkpoints, beside_hint, evaluate, handle_errors, info, load_arrays,
+                     one_line, ops_option, quiet_option, recorded_deviations, resolve_loss, run_options, show_values,
+                     value_to_json, with_values_beside)
 
 
 def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
@@ -68,7 +67,7 @@ def _compare_golden(prog, expect: str, update: bool, label: str, as_json: bool, 
     return res, None
 
 
-@cli.command()
+@click.command()
 @click.option("--loss", default=None,
               help="Name of the loss variable (default: the program's only loss candidate, "
                    "see `pybackward show --summary`).")
@@ -129,7 +128,6 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
     used: dict[int, list[str] | None] = {}
 
     def compute(prog):
-        from .cmd_memory import append_with_checkpoints
         if not force:
             refuse_existing_backward(prog)
         pairs, used[id(prog)] = append_with_checkpoints(
@@ -245,7 +243,7 @@ def _batch(paths, out_dir: str, compute, as_json: bool, show_pairs: bool = False
             pybackward.save(prog, dst)
             return {"input": src, "output": str(dst), **doc}
         except PyBackwardError as e:
-            msg = _one_line(str(e))
+            msg = one_line(str(e))
         except OSError as e:
             msg = f"{e.filename or dst}: {e.strerror or e}"
         if src not in msg:
@@ -279,7 +277,7 @@ def _batch(paths, out_dir: str, compute, as_json: bool, show_pairs: bool = False
         click.get_current_context().exit(1)
 
 
-@cli.command(short_help="Append the gradients of --target with respect to --input.")
+@click.command(short_help="Append the gradients of --target with respect to --input.")
 @click.option("--target", "targets", multiple=True, required=True, help="A target variable (repeatable).")
 @click.option("--input", "inputs", multiple=True, required=True, help="A variable to differentiate with respect to.")
 @click.option("--target-grad", "target_grads", multiple=True,

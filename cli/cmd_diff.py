@@ -7,10 +7,10 @@ import click
 
 import pybackward
 
-from .main import cli, handle_errors
+from .common import handle_errors
 
 
-@cli.command(short_help='Compare programs A and B: ops added, removed or changed; vars.')
+@click.command(short_help='Compare programs A and B: ops added, removed or changed; vars.')
 @click.argument("a", type=click.Path(dir_okay=False))
 @click.argument("b", type=click.Path(dir_okay=False))
 @click.option("--ignore-attr", "ignore_attrs", multiple=True, metavar="NAME",

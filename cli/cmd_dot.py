@@ -7,10 +7,10 @@ import click
 
 import pybackward
 
-from .main import cli, handle_errors
+from .common import handle_errors
 
 
-@cli.command(short_help="Draw PROGRAM's graph (HTML, SVG, PNG, PDF or DOT).")
+@click.command(short_help="Draw PROGRAM's graph (HTML, SVG, PNG, PDF or DOT).")
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write here: .html (laid out by pybackward, pan and zoom, no Graphviz needed), "

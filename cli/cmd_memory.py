@@ -1,86 +1,23 @@
-"""`pybackward stats`: activation memory (pybackward.memory), and the helpers
-`append --checkpoints` uses to pick and report checkpoints."""
+"""`pybackward stats`: activation memory (pybackward.memory), plain and with checkpoints."""
 from __future__ import annotations
 
 import json
-import re
 
 import click
 
 import pybackward
 from pybackward import memory as pm
 
-from .main import cli, handle_errors
-
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2,
-          "mib": 1024 ** 2, "g": 1000 ** 3, "gb": 1000 ** 3, "gib": 1024 ** 3}
-
-
-def parse_bytes(text: str | int | None) -> int | None:
-    """'4096', '64KiB', '1.5MB', '2G' -> bytes (None stays None)."""
-    if text is None or isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
-    unit = m.group(2).lower() if m else None
-    if m is None or unit not in _UNITS:
-        raise pybackward.ArgumentError(f"not a byte count: {text!r} (try 4096, 64KiB, 1.5MB, 2GiB)")
-    n = int(float(m.group(1)) * _UNITS[unit])
-    if n <= 0:
-        raise pybackward.ArgumentError(f"the memory budget must be positive, not {text!r}")
-    return n
+# parse_bytes, resolve_checkpoints, append_with_checkpoints: shared with `append`, kept in common
+# (scripts and tests import them from here too).
+from .common import append_with_checkpoints, handle_errors, parse_bytes, resolve_checkpoints  # noqa: F401
 
 
 def _has_backward(prog) -> bool:
     return any(isinstance(r, int) and r & 1 for r in (op.attr("op_role", 0) for op in prog.global_block().ops))
 
 
-def resolve_checkpoints(prog, loss: str, spec: str | None, budget: str | int | None = None,
-                        batch: int = 1, no_grad=(), echo=None):
-    """What `append --checkpoints SPEC` passes to append_backward.
-
-    SPEC is "auto" (pick them: `memory.choose_checkpoints`, within `budget`
-    bytes if given) or comma-separated var names; None means no recompute.
-    The choice and the estimated peak before and after go to `echo`
-    (default: stderr). Returns a list of names, or None (no recompute: no
-    SPEC, or "auto" found nothing worth recomputing).
-    """
-    echo = echo or (lambda s: click.echo(s, err=True))
-    budget = parse_bytes(budget)
-    if spec is None:
-        if budget is not None:
-            raise pybackward.ArgumentError("--memory-budget needs --checkpoints auto")
-        return None
-    if spec.strip() == "auto":
-        choice = pm.choose_checkpoints(prog, loss, budget=budget, batch_size=batch,
-                                       no_grad_set=set(no_grad) or None)
-        echo(str(choice))
-        return list(choice.checkpoints) or None
-    if budget is not None:
-        raise pybackward.ArgumentError("--memory-budget goes with --checkpoints auto, not with names")
-    names = [n.strip() for n in spec.split(",") if n.strip()]
-    if not names:
-        raise pybackward.ArgumentError("--checkpoints takes \"auto\" or comma-separated var names")
-    for n in names:
-        prog.global_block().var(n)
-    return names
-
-
-def append_with_checkpoints(prog, loss: str, checkpoints: str | None, memory_budget=None,
-                            batch: int = 1, echo=None, **kwargs):
-    """`append_backward` for `append --checkpoints SPEC [--memory-budget B] [--batch N]`.
-
-    Returns (params_grads, checkpoint names or None); `kwargs` go to
-    append_backward (parameter_list, no_grad_set, aggregation, ...).
-    """
-    no_grad = kwargs.get("no_grad_set") or ()
-    names = resolve_checkpoints(prog, loss, checkpoints, memory_budget, batch, no_grad, echo)
-    if names is None:
-        return pybackward.append_backward(loss, program=prog, **kwargs), None
-    pairs, used = pybackward.append_backward(loss, program=prog, checkpoints=names, **kwargs)
-    return pairs, used
-
-
-@cli.command(short_help='Peak activation memory of PROGRAM; what backward reads.')
+@click.command(short_help='Peak activation memory of PROGRAM; what backward reads.')
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="The size of every -1 dim.")
 @click.option("--top", type=click.IntRange(min=0), default=8, show_default=True,

@@ -29,9 +29,11 @@ from typing import Any, Iterable, Union
 
 import click
 
+from . import attrs as _a
 from . import dtypes
 from . import text as _text
 from .errors import ArgumentError
+from .io import is_text_path, load, save
 from .program import Block, Operator, Program, Variable
 
 #: Attrs a diff leaves out by default: where an op was made, not what it does.
@@ -169,7 +171,6 @@ def _hashable(v: Any) -> Any:
 
 
 def _attrs(op: Operator, ignore: frozenset[str]) -> dict[str, tuple[int, Any]]:
-    from . import attrs as _a
     return {a.name: (a.type, _a.decode(a)) for a in op.desc.attrs if a.name not in ignore}
 
 
@@ -187,7 +188,6 @@ def op_signature(op: Operator, ignore: frozenset[str] = DEFAULT_IGNORED_ATTRS) -
 
 def op_changes(a: Operator, b: Operator, ignore: frozenset[str] = DEFAULT_IGNORED_ATTRS) -> list[Change]:
     """What differs between two ops (type, slots, attrs), slots and attrs in B's order."""
-    from . import attrs as _a
     out: list[Change] = []
     if a.type != b.type:
         out.append(Change("type", None, a.type, b.type))
@@ -444,7 +444,6 @@ def _block_json(b: BlockDiff, ignore: frozenset[str]) -> dict[str, Any]:
 # -- golden files --------------------------------------------------------------
 def golden_paths(path: PathLike) -> tuple[Path, Path]:
     """(binary, text) paths of a golden: `g.pb` and `g.pbtxt` beside it."""
-    from .io import is_text_path
     p = Path(path)
     if is_text_path(p):
         return p.with_suffix(".pb"), p
@@ -454,7 +453,6 @@ def golden_paths(path: PathLike) -> tuple[Path, Path]:
 def write_golden(program: Program, path: PathLike) -> tuple[Path, Path]:
     """Write the golden's binary and `.pbtxt` (each atomically; the text first,
     so an interrupted update leaves the old binary)."""
-    from .io import save
     binary, text = golden_paths(path)
     if binary.parent and not binary.parent.exists():
         binary.parent.mkdir(parents=True, exist_ok=True)
@@ -485,7 +483,6 @@ def check_golden(program: Program, path: PathLike, update: bool = False,
     with `update`, rewrite the golden when it differs or is missing (and write
     a missing `.pbtxt`). A golden that exists but cannot be read raises
     ProgramFileError."""
-    from .io import load
     p = Path(path)
     binary, text = golden_paths(p)
     if not p.exists():

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import ArgumentError, PyBackwardError
+from .io import write_atomic
 from .graph_view import (DEFAULT_COLLAPSE_ABOVE, DEFAULT_MAX_NODES, Cluster, Edge, Graph, Node,  # noqa: F401
                          build_graph, name_scope, op_kind)
 from .program import Program
@@ -149,7 +150,6 @@ def dot_program() -> str | None:
 
 def render(dot_text: str, path: str | os.PathLike) -> None:
     """Write DOT text to `path`: as is for .dot/.gv, else rendered by Graphviz (atomically)."""
-    from .io import write_atomic
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise ArgumentError(f"{path}: cannot tell the picture format from the suffix "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._proto import framework_pb2 as pb
+from .errors import UnsupportedDtypeError
 
 VarType = pb.VarType
 
@@ -52,7 +53,6 @@ def to_numpy(data_type: int) -> np.dtype:
     try:
         return _TO_NUMPY[data_type]
     except KeyError:
-        from .errors import UnsupportedDtypeError
         raise UnsupportedDtypeError(f"data type {type_name(data_type)} has no NumPy equivalent; "
                                     "the interpreter cannot hold its values") from None
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _args, dtypes
 from ._proto import framework_pb2 as pb
-from .backward import append_backward
+from .backward.api import append_backward
 from .errors import ArgumentError, ArgumentTypeError
 from .interpreter import Executor, Scope
 from .program import Program, Variable

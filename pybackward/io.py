@@ -17,19 +17,17 @@ from typing import Union
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
-from ._gc import paused_gc
-from ._proto import framework_pb2 as pb
 from .errors import ArgumentTypeError, OutputError, ProgramFileError
-from .program import Program
+from .program import Program, read_program
 from .suffixes import check_program_path
-from .validate import validate
+# MAX_PROGRAM_BYTES: protobuf's 2 GiB limit; `loads` passes this module's value
+# on, so a test may lower it here. check_op_structure: public here too.
+from .wire import MAX_PROGRAM_BYTES, check_op_structure, one_line  # noqa: F401
 
 PathLike = Union[str, os.PathLike]
 
 #: Suffixes read and written as protobuf text format.
 TEXT_SUFFIXES = (".pbtxt", ".txt", ".prototxt")
-#: protobuf cannot serialise a message of 2 GiB or more.
-MAX_PROGRAM_BYTES = 2**31 - 1
 
 
 def is_text_path(path: PathLike) -> bool:
@@ -132,74 +130,7 @@ def read_input_file(path: PathLike, error: type = ProgramFileError, what: str = 
 
 def loads(data: bytes, source: str | None = None, check_vars: bool = True, text: bool = False) -> Program:
     """Parse and validate program bytes (binary, or text format if `text`)."""
-    if isinstance(data, (bytearray, memoryview)):
-        data = bytes(data)
-    if not isinstance(data, bytes):
-        hint = (" (pass a path to load(), or text.encode() with text=True)" if isinstance(data, str) else "")
-        raise ArgumentTypeError(f"loads() takes bytes, not {type(data).__name__}{hint}")
-    if source is not None and not isinstance(source, str):
-        raise ArgumentTypeError(f"loads(source=...) takes a str label, not {type(source).__name__}")
-    label = source or "<bytes>"
-    desc = pb.ProgramDesc()
-    if text:
-        try:
-            text_format.Parse(data.decode("utf-8"), desc)
-        except UnicodeDecodeError as e:
-            raise ProgramFileError(f"{label}: not protobuf text format: not UTF-8 at byte {e.start}") from None
-        except text_format.ParseError as e:
-            raise ProgramFileError(f"{label}: not a ProgramDesc in text format: {_one_line(e)}") from None
-    else:
-        if len(data) > MAX_PROGRAM_BYTES:
-            raise ProgramFileError(f"{label}: {len(data)} bytes is past protobuf's 2 GiB message limit")
-        try:
-            desc.ParseFromString(data)
-        except (_message.DecodeError, RecursionError, ValueError) as e:
-            raise ProgramFileError(f"{label}: not a valid ProgramDesc protobuf ({_describe_decode_error(data, e)})") from None
-    if not desc.blocks and len(data) > 0:
-        raise ProgramFileError(f"{label}: not a ProgramDesc: {len(data)} bytes with no program blocks "
-                               "(a protobuf of another message type?)")
-    if not data:
-        raise ProgramFileError(f"{label}: empty file")
-    with paused_gc():
-        validate(desc, label, check_vars=check_vars)
-        program = Program(desc, source=source)
-        program.parsed = True
-        check_op_structure(program)
-        return program
-
-
-def check_op_structure(program: Program) -> None:
-    """Run the structural rules the registry declares per op type (`OpDef.structure_check`)."""
-    from .ops import registry
-    checks: dict[str, object] = {}
-    for b in program.blocks:
-        for op in b.ops:
-            check = checks.get(op.type, _UNSEEN)
-            if check is _UNSEEN:
-                opdef = registry.find(op.type)
-                check = checks[op.type] = opdef.structure_check if opdef is not None else None
-            if check is not None:
-                check(op)
-
-
-_UNSEEN = object()
-
-
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split())
-
-
-def _describe_decode_error(data: bytes, e: Exception) -> str:
-    msg = _one_line(e)
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return "this is a PNG image"
-    if data[:2] in (b"PK", b"\x1f\x8b"):
-        return "this is a zip/gzip archive"
-    if "required" in msg:
-        return f"required fields missing: {msg}"
-    if isinstance(e, RecursionError):
-        return "nesting too deep"
-    return f"truncated or corrupt: {msg}" if msg else "truncated or corrupt"
+    return read_program(data, source=source, check_vars=check_vars, text=text, max_bytes=MAX_PROGRAM_BYTES)
 
 
 def dumps(program: Program, text: bool = False) -> bytes:
@@ -211,10 +142,10 @@ def dumps(program: Program, text: bool = False) -> bytes:
     try:
         return program.desc.SerializeToString()
     except _message.EncodeError as e:
-        raise ProgramFileError(f"{program.source or '<program>'}: cannot serialise: {_one_line(e)}") from None
+        raise ProgramFileError(f"{program.source or '<program>'}: cannot serialise: {one_line(e)}") from None
     except ValueError as e:  # upb: message too large
         raise ProgramFileError(f"{program.source or '<program>'}: cannot serialise "
-                               f"(past protobuf's 2 GiB limit?): {_one_line(e)}") from None
+                               f"(past protobuf's 2 GiB limit?): {one_line(e)}") from None
 
 
 def save(program: Program, path: PathLike, text: bool | None = None) -> None:

@@ -15,19 +15,18 @@ import numpy as np
 from . import attrs as _attrs
 from . import dtypes
 from ._proto import framework_pb2 as pb
+from ._gc import paused_gc
 from .errors import ArgumentError, VarNotFoundError, where
+# Paddle's OpRole values and op attr names: many modules import them from here.
+from .op_roles import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_FORWARD,  # noqa: F401
+                       OP_ROLE_LOSS, OP_ROLE_OPTIMIZE, OP_ROLE_VAR_ATTR)
+from .text import program_to_text
+from .validate import validate
+from .wire import MAX_PROGRAM_BYTES, check_op_structure, parse_program_desc
 
 VarType = pb.VarType
 _TENSOR_FIELDS = dtypes.TENSOR_VAR_TYPES
 
-#: Paddle's OpRole values (a bit set); `op_role` is an INT attr on every op.
-OP_ROLE_FORWARD = 0
-OP_ROLE_BACKWARD = 1
-OP_ROLE_OPTIMIZE = 2
-OP_ROLE_LOSS = 256
-OP_ROLE_ATTR = "op_role"
-OP_ROLE_VAR_ATTR = "op_role_var"
-OP_DEVICE_ATTR = "op_device"
 
 
 class Variable:
@@ -569,8 +568,7 @@ class Program:
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str | None = None) -> "Program":
-        from . import io
-        return io.loads(data, source=source)
+        return read_program(data, source=source)
 
     def to_bytes(self) -> bytes:
         return self.desc.SerializeToString()
@@ -650,5 +648,17 @@ class Program:
         return f"Program({self.source or '<memory>'}: {len(self.blocks)} blocks, {n_ops} ops)"
 
     def __str__(self) -> str:
-        from .text import program_to_text
         return program_to_text(self)
+
+
+def read_program(data: bytes, source: str | None = None, check_vars: bool = True, text: bool = False,
+                 max_bytes: int = MAX_PROGRAM_BYTES) -> Program:
+    """Parse and validate program bytes (binary, or text format if `text`):
+    what `io.loads` and `Program.from_bytes` do."""
+    desc, label = parse_program_desc(data, source, text, max_bytes)
+    with paused_gc():
+        validate(desc, label, check_vars=check_vars)
+        program = Program(desc, source=source)
+        program.parsed = True
+        check_op_structure(program)
+        return program

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .memory import var_bytes
+from .liveness import var_bytes
 from .program import OP_ROLE_ATTR, Program
 
 GRAD_SUFFIX = "@GRAD"

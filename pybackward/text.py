@@ -9,12 +9,15 @@ plain JSON-able data, `program_to_pbtxt` the raw protobuf text format.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from . import dtypes
+from ._proto import framework_pb2 as pb
 from .errors import ArgumentTypeError
-from .program import (OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_LOSS, OP_ROLE_OPTIMIZE, Block, Operator,
-                      Program, Variable)
+from .op_roles import OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_LOSS, OP_ROLE_OPTIMIZE
+
+if TYPE_CHECKING:  # annotations only: program.py imports this module (`str(program)`)
+    from .program import Block, Operator, Program, Variable
 
 #: Attrs that say nothing about the computation; hidden unless asked for.
 NOISE_ATTRS = frozenset({"op_callstack", "op_namescope", "op_device", "with_quant_attr",
@@ -30,7 +33,9 @@ VAR_FLAGS = ("persistable", "is_parameter", "stop_gradient", "need_check_feed")
 
 
 def _check_program(program: Any, fn: str) -> None:
-    if not isinstance(program, Program):
+    # A Program is what holds a ProgramDesc as `desc` and its block views as
+    # `blocks` (this module is below program.py, so it asks for those).
+    if not (isinstance(getattr(program, "desc", None), pb.ProgramDesc) and hasattr(program, "blocks")):
         raise ArgumentTypeError(f"{fn}() takes a pybackward Program, not {type(program).__name__}")
 
 

@@ -21,28 +21,24 @@ instead (a frozen parameter then gets no gradient).
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 from .. import dtypes
-from .._gc import paused_gc
-from .._proto import framework_pb2 as pb
 from ..errors import ArgumentError, ArgumentTypeError, PyBackwardWarning, VarNotFoundError, where
-from ..ops.registry import fresh_op
-from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_ATTR, Block, dedupe_attrs,
-                       Operator, Program, Variable)
-from . import guards
+from ..program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Program, Variable
+from . import guards, recompute
 from .deviations import add_seeds_of_nested_targets, refuse_wrong_programs, report_dead_writes
-from .emit import create_grad_vars, fill_op_desc
 from .grad_ops import PassState, append_backward_ops
-from .names import GRAD_SUFFIX, grad_name, is_grad_name, strip_grad_suffix
+from .names import grad_name, is_grad_name, strip_grad_suffix
 from .path import find_op_path, stop_gradient_names, unused_outputs
+from .steps import (AGGREGATIONS, all_or_nothing, append_plain, as_paddle_parses, fill_op, finish,
+                    loss_op as loss_op_of, no_grad_for_non_floats, unique_name)
 
 #: A var argument: one Variable or name, or a list of them.
 VarsLike = Variable | str | Sequence[Variable | str]
 
-AGGREGATIONS = {"sum": 0, "pairwise": 1 << 30}
+
 
 
 # --------------------------------------------------------------------------
@@ -113,38 +109,6 @@ def _no_grad_names(program: Program, no_grad_set: Any) -> set[str]:
     return names
 
 
-def _loss_op(loss: Variable) -> Operator:
-    for op in reversed(loss.block.ops):
-        if loss.name in op.output_arg_names:
-            return op
-    raise ArgumentError(f"{where(loss.block.program.source, loss.block.idx, var=loss.name)}: "
-                        "the loss is produced by no op (a program input or parameter?)")
-
-
-@contextlib.contextmanager
-def _all_or_nothing(program: Program) -> Iterator[None]:
-    """Restore the program exactly if the body raises.
-
-    The cyclic garbage collector is paused meanwhile (see `_gc.py`).
-    """
-    pause = paused_gc()
-    pause.__enter__()
-    saved = pb.ProgramDesc()
-    saved.CopyFrom(program.desc)
-    times = program.appending_grad_times
-    counters = dict(program.__dict__.get("_unique_counters", {}))
-    try:
-        yield
-    except BaseException:
-        program.desc.CopyFrom(saved)
-        program.appending_grad_times = times
-        program._unique_counters = counters
-        program.rebind()
-        raise
-    finally:
-        pause.__exit__(None, None, None)
-
-
 def _callbacks(callbacks: Any) -> list | None:
     if callbacks is None:
         return None
@@ -168,68 +132,6 @@ def _named_callback(cb):
             raise ArgumentError(f"callback {getattr(cb, '__qualname__', cb)!s} failed on grad op "
                                 f"'{op.type() if op else '?'}': {type(e).__name__}: {e}") from e
     return call
-
-
-# --------------------------------------------------------------------------
-# Shared steps
-# --------------------------------------------------------------------------
-def _as_paddle_parses(program: Program, keep_param_stop_gradient: bool) -> None:
-    """Read a program from a file as Paddle's parse does: one attr per name on
-    every op, and (unless asked to keep it) `stop_gradient` cleared on
-    parameters (see the module doc). A program built in memory is left as
-    Paddle leaves its own in-memory programs."""
-    if program.parsed:
-        for b in program.blocks:
-            for op in b.ops:
-                dedupe_attrs(op.desc)
-    if keep_param_stop_gradient:
-        return
-    for b in program.blocks:
-        for v in b.vars.values():
-            if v.is_parameter and v.stop_gradient:
-                v.stop_gradient = False
-
-
-def _unique(program: Program, key: str) -> str:
-    counters = program.__dict__.setdefault("_unique_counters", {})
-    n = counters.get(key, 0)
-    counters[key] = n + 1
-    return f"{key}_{n}"
-
-
-def _rename_existing_grads(program: Program, block: Block, start: int, grad_to_var: dict,
-                           target_grad_map: dict[str, str], skip: Iterable[str]) -> None:
-    """Paddle's `_rename_grad_`: apply target-grad renames; outputs that clash
-    with existing vars get a unique `name_N`."""
-    var_map = dict(target_grad_map)
-    skip = set(skip)
-    for op in block.ops[start:]:
-        for name in op.input_arg_names:
-            if name in var_map:
-                op.rename_input(name, var_map[name])
-        for name in op.output_arg_names:
-            if GRAD_SUFFIX not in name or not block.has_var(name) or name in skip:
-                continue
-            new = _unique(program, name)
-            op.rename_output(name, new)
-            var_map[name] = new
-    for g, ng in var_map.items():
-        if g in grad_to_var:
-            grad_to_var[ng] = grad_to_var.pop(g)
-
-
-def _finish(program: Program, block: Block, start: int, state: PassState,
-            target_grad_map: dict[str, str], skip: Iterable[str]) -> dict[str, tuple[str, Block]]:
-    _rename_existing_grads(program, block, start, state.grad_to_var, target_grad_map, skip)
-    grad_info: dict[str, tuple[str, Block]] = {}
-    create_grad_vars(block, start, state.grad_to_var, grad_info, state.grad_block_owner)
-    return grad_info
-
-
-def _fill_op(op_type: str, out: str, attrs: dict, inputs: dict | None = None) -> pb.OpDesc:
-    desc = pb.OpDesc()
-    fill_op_desc(desc, fresh_op(op_type, inputs or {}, {"Out": [out]}, attrs), role=None)
-    return desc
 
 
 # --------------------------------------------------------------------------
@@ -273,53 +175,37 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
     if aggregation not in AGGREGATIONS:
         raise ArgumentError(f"aggregation must be one of {sorted(AGGREGATIONS)}, not {aggregation!r}")
     guards.check_loss(loss)
-    loss_op = _loss_op(loss)
+    loss_op = loss_op_of(loss)
     guards.check_input_repeats(program)
     params = _skip_non_float_params(program, params, parameter_list is not None, user_no_grad)
-    from . import recompute
     if recompute.wants_recompute(checkpoints):
         if not paddle_exact:
             refuse_wrong_programs(program)
         return recompute.append_backward_with_checkpoints(
             program, loss, loss_op, params, user_no_grad, checkpoints,
-            keep_param_stop_gradient=keep_param_stop_gradient, aggregation=aggregation)
-
-    with _all_or_nothing(program):
-        root, no_grad, start = begin_append(program, loss, loss_op, user_no_grad, keep_param_stop_gradient)
-        state = PassState(program, no_grad, {}, {}, cbs, AGGREGATIONS[aggregation], paddle_exact=paddle_exact)
-        if stop_edges:
-            _no_grad_for_non_floats(program, no_grad)
-        block = loss.block
-        block_no_grad = {strip_grad_suffix(n) for n in no_grad[block.idx]}
-        if not paddle_exact:
-            refuse_wrong_programs(program)
-        redefined = None if paddle_exact else []
-        path = find_op_path(block, [loss], [], block_no_grad, state.sub_paths, stop_edges=stop_edges,
-                            redefinitions=redefined)
-        report_dead_writes(block, redefined)
-        block_no_grad |= unused_outputs(block, path, [loss], block_no_grad)
-        no_grad[block.idx].update(grad_name(n) for n in block_no_grad)
-        input_grad_names = {grad_name(loss.name)} if program.appending_grad_times > 1 else None
-        append_backward_ops(block, path, [loss], root, state, input_grad_names)
-        grad_info = _finish(program, root, start, state, {}, ())
-        return _params_and_grads(program, loss, params, grad_info)
+            keep_param_stop_gradient=keep_param_stop_gradient, aggregation=aggregation,
+            build=append_for_choice)
+    return append_plain(program, loss, loss_op, params, user_no_grad, cbs, aggregation,
+                        keep_param_stop_gradient, stop_edges, paddle_exact)
 
 
-def begin_append(program: Program, loss: Variable, loss_op: Operator, user_no_grad: set[str],
-                 keep_param_stop_gradient: bool) -> tuple[Block, dict[int, set[str]], int]:
-    """The first steps of every append_backward (plain or with checkpoints):
-    Paddle's parse semantics, the loss op's role, the pass counter, the no-grad
-    names and the loss-grad fill. Returns (root block, no-grad names per block,
-    the index of the first op the pass appended)."""
-    _as_paddle_parses(program, keep_param_stop_gradient)
-    loss_op.set_attr(OP_ROLE_ATTR, OP_ROLE_LOSS)
-    root = program.global_block()
-    program.appending_grad_times += 1
-    no_grad = stop_gradient_names(program)
-    no_grad[0].update(grad_name(n) for n in user_no_grad)
-    start = len(root.ops)
-    root.append_op_desc(_loss_grad_op(loss, loss_op))
-    return root, no_grad, start
+def append_for_choice(program: Program, loss: str, checkpoints: Sequence[str], no_grad: Iterable[str]) -> int:
+    """Append the backward section a checkpoint choice gives (none: the plain
+    one) to `program`, a copy of the forward program; returns the number of
+    forward ops recomputed. The builder `checkpoint_choice.choose` judges
+    each candidate choice with (it sits below the pass, which hands it this)."""
+    if not checkpoints:
+        append_backward(loss, program=program, no_grad_set=set(no_grad) or None)
+        return 0
+    recomputed = [0]
+
+    def count(done):
+        recomputed[0] = len(done.recomputed)
+    var = program.global_block().var(loss)
+    params = [v.name for v in program.global_block().all_parameters()]
+    recompute.append_backward_with_checkpoints(program, var, loss_op_of(var), params, set(no_grad),
+                                               list(checkpoints), scratch=False, on_done=count)
+    return recomputed[0]
 
 
 def _skip_non_float_params(program: Program, params: list[str], explicit: bool,
@@ -348,40 +234,6 @@ def _skip_non_float_params(program: Program, params: list[str], explicit: bool,
 
 def _bad_param(i: int, p: Any):
     raise ArgumentTypeError(f"parameter_list[{i}] must be a Variable or a name, not {type(p).__name__}: {p!r}")
-
-
-def _loss_grad_op(loss: Variable, loss_op: Operator) -> pb.OpDesc:
-    shape = list(loss.shape)
-    if not (len(shape) == 0 or 0 in shape):
-        shape = [1]
-    return _fill_op("fill_constant", grad_name(loss.name), {
-        "shape": shape, "value": 1.0, "dtype": loss.data_type, "force_cpu": False,
-        OP_ROLE_ATTR: 1 | OP_ROLE_LOSS, OP_DEVICE_ATTR: loss_op.attr(OP_DEVICE_ATTR, ""),
-    })
-
-
-def _params_and_grads(program: Program, loss: Variable, params: list[str],
-                      grad_info: dict[str, tuple[str, Block]]) -> list[tuple[Variable, Variable | None]]:
-    root = program.global_block()
-    pairs: list[tuple[Variable, Variable | None]] = []
-    for p in params:
-        if p not in grad_info:
-            continue
-        gname, gblock = grad_info[p]
-        pairs.append((root.var(p), gblock.vars[gname] if loss.block.has_var(gname) else None))
-    last_writer: dict[str, Operator] = {}
-    for op in root.ops:
-        for n in op.output_arg_names:
-            last_writer[n] = op
-    for p, g in pairs:
-        if g is None:
-            continue
-        op = last_writer.get(g.name)
-        if op is None:
-            raise ArgumentError(f"no op writes the gradient '{g.name}' (unexpected)")
-        op.set_attr(OP_ROLE_VAR_ATTR, [p.name, g.name] + list(op.attr(OP_ROLE_VAR_ATTR, []) or []),
-                    pb.AttrType.STRINGS)
-    return pairs
 
 
 # --------------------------------------------------------------------------
@@ -459,8 +311,8 @@ def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
             if t.shape != g.shape:
                 raise ArgumentError(f"The shapes of target and grad are different: {t.name} "
                                     f"{list(t.shape)} vs {g.name} {list(g.shape)}")
-    with _all_or_nothing(program):
-        _as_paddle_parses(program, keep_param_stop_gradient)
+    with all_or_nothing(program):
+        as_paddle_parses(program, keep_param_stop_gradient)
         program.appending_grad_times += 1
         no_grad = stop_gradient_names(program)
         no_grad[0].update(grad_name(n) for n in user_no_grad)
@@ -474,7 +326,7 @@ def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
             gname = grad_name(t.name)
             if g is None:
                 seeds[gname] = len(block.ops)
-                block.append_op_desc(_fill_op("fill_any_like", gname, {
+                block.append_op_desc(fill_op("fill_any_like", gname, {
                     "value": 1.0, "dtype": t.data_type, OP_ROLE_ATTR: 1, OP_DEVICE_ATTR: ""},
                     inputs={"X": [t.name]}))
                 input_grad_names.add(gname)
@@ -487,7 +339,7 @@ def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
             input_grad_names, rename_map = None, {}
         state = PassState(program, no_grad, {}, {}, paddle_exact=paddle_exact)
         if stop_edges:
-            _no_grad_for_non_floats(program, no_grad)
+            no_grad_for_non_floats(program, no_grad)
         block_no_grad = {strip_grad_suffix(n) for n in no_grad[0]}
         if not paddle_exact:
             refuse_wrong_programs(program)
@@ -498,7 +350,7 @@ def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
         block_no_grad |= unused_outputs(block, path, targets, block_no_grad)
         no_grad[0].update(grad_name(n) for n in block_no_grad)
         append_backward_ops(block, path, targets, block, state, input_grad_names, rename_map)
-        grad_info = _finish(program, block, start, state, target_grad_map, skip)
+        grad_info = finish(program, block, start, state, target_grad_map, skip)
         if not paddle_exact:
             add_seeds_of_nested_targets(block, seeds)
         out: list[Variable | None] = []
@@ -518,18 +370,10 @@ def _zeros_like(program: Program, block: Block, x: Variable) -> Variable:
     """A zero gradient with x's own shape and dtype, computed from x at run time."""
     name = grad_name(x.name)
     if block.has_var_recursive(name):
-        name = _unique(program, name)
-    block.append_op_desc(_fill_op("fill_any_like", name, {
+        name = unique_name(program, name)
+    block.append_op_desc(fill_op("fill_any_like", name, {
         "value": 0.0, "dtype": -1, OP_ROLE_ATTR: 1, OP_DEVICE_ATTR: ""}, inputs={"X": [x.name]}))
     return block.create_var_like(name, x, stop_gradient=False)
-
-
-def _no_grad_for_non_floats(program: Program, no_grad: dict[int, set[str]]) -> None:
-    """stop_edges: vars that are not floating point never get a gradient."""
-    for b in program.blocks:
-        for name, v in b.vars.items():
-            if v.data_type is not None and not dtypes.is_float(v.data_type):
-                no_grad[b.idx].add(grad_name(name))
 
 
 __all__ = ["append_backward", "gradients", "calc_gradient", "is_grad_name"]

@@ -66,12 +66,14 @@ from ..ops import registry
 from ..ops.registry import GradOp, fresh_op
 from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Operator, Program,
                        Variable)
+from ..checkpoint_choice import AutoCheckpoints, choose
 from .accumulate import accumulate_repeated_outputs
 from .emit import emit, fill_op_desc
 from .grad_ops import PassState, grad_to_var, make_op_grads
 from .names import grad_name, strip_grad_suffix
 from .path import find_op_path, unused_outputs
 from .prune import remove_no_grad_branch
+from .steps import AGGREGATIONS, all_or_nothing, append_plain, begin_append, finish, params_and_grads, unique_name
 
 log = logging.getLogger("pybackward.recompute")
 
@@ -98,7 +100,6 @@ def wants_recompute(checkpoints) -> bool:
             raise ArgumentError(f"checkpoints must be a list of vars or names, or \"auto\", "
                                 f"not {checkpoints!r}")
         return True
-    from ..memory import AutoCheckpoints
     if isinstance(checkpoints, AutoCheckpoints):
         return True
     raise ArgumentTypeError(f"checkpoints must be a list of vars or names, \"auto\" or None, not "
@@ -109,36 +110,38 @@ def append_backward_with_checkpoints(program: Program, loss: Variable, loss_op: 
                                      params: list[str], user_no_grad: set[str], checkpoints,
                                      keep_param_stop_gradient: bool = False,
                                      aggregation: str = "sum", *, scratch: bool = True,
-                                     on_done: Callable[["Recompute"], None] | None = None):
+                                     on_done: Callable[["Recompute"], None] | None = None,
+                                     build: Callable[[Program, str, Sequence[str], Iterable[str]], int] | None = None):
     """append_backward with recompute; returns `(params_grads, checkpoint_names)`.
 
     `checkpoint_names` is what Paddle returns: the checkpoints that path ops
     use, de-duplicated, in producer order. With "auto" (or an
-    `AutoCheckpoints`) they are chosen by `memory.choose_checkpoints` first;
+    `AutoCheckpoints`) they are chosen by `checkpoint_choice.choose` first;
     when it picks none, the plain backward section is appended and the names
     are []. `scratch=False` leaves out Paddle's two leftover blocks, and
     `on_done` gets the `Recompute` record (both for `memory`'s estimates).
+    `build` is how the chooser builds each candidate (`api.append_for_choice`;
+    needed for "auto" only).
     """
-    from . import api  # api imports this module lazily; its helpers are shared
     if loss.block.idx != 0:
         raise ArgumentError(f"{where(program.source, loss.block.idx, var=loss.name)}: recompute "
                             "(checkpoints) needs the loss in block 0")
     if not isinstance(checkpoints, list):
-        from ..memory import AutoCheckpoints, choose_checkpoints
+        if build is None:
+            raise ArgumentError("automatic checkpoints need build= (api.append_for_choice)")
         spec = checkpoints if isinstance(checkpoints, AutoCheckpoints) else AutoCheckpoints()
-        choice = choose_checkpoints(program, loss, budget=spec.budget, batch_size=spec.batch_size,
-                                    no_grad_set=user_no_grad)
+        choice = choose(program, loss, build, budget=spec.budget, batch_size=spec.batch_size,
+                        no_grad_set=user_no_grad)
         log.info("recompute: automatic checkpoints:\n%s", choice)
         if not choice.checkpoints:
-            pairs = api.append_backward(loss, parameter_list=params, no_grad_set=user_no_grad or None,
-                                        program=program, aggregation=aggregation,
-                                        keep_param_stop_gradient=keep_param_stop_gradient)
+            pairs = append_plain(program, loss, loss_op, params, set(user_no_grad), None, aggregation,
+                                 keep_param_stop_gradient)
             return pairs, []
         checkpoints = list(choice.checkpoints)
     wanted = checkpoint_names(program, checkpoints)
-    with api._all_or_nothing(program):
-        root, no_grad, start = api.begin_append(program, loss, loss_op, user_no_grad, keep_param_stop_gradient)
-        state = PassState(program, no_grad, {}, {}, None, api.AGGREGATIONS[aggregation])
+    with all_or_nothing(program):
+        root, no_grad, start = begin_append(program, loss, loss_op, user_no_grad, keep_param_stop_gradient)
+        state = PassState(program, no_grad, {}, {}, None, AGGREGATIONS[aggregation])
         block_no_grad = {strip_grad_suffix(n) for n in no_grad[0]}
         path = find_op_path(root, [loss], [], block_no_grad, state.sub_paths)
         block_no_grad |= unused_outputs(root, path, [loss], block_no_grad)
@@ -149,11 +152,11 @@ def append_backward_with_checkpoints(program: Program, loss: Variable, loss_op: 
         # Paddle's var pass starts at its forward op count taken before the
         # seed ops went in, so it also re-infers the last forward ops'
         # shapes - which changes nothing: start after the seed ops instead.
-        grad_info = api._finish(program, root, start + done.seeds, state, {}, ())
+        grad_info = finish(program, root, start + done.seeds, state, {}, ())
         restore_lod_levels(root, lods)
         if on_done is not None:
             on_done(done)
-        return api._params_and_grads(program, loss, params, grad_info), done.names
+        return params_and_grads(program, loss, params, grad_info), done.names
 
 
 def checkpoint_names(program: Program, checkpoints: Iterable[Variable | str]) -> list[str]:
@@ -198,13 +201,12 @@ def insert_seed_ops(block: Block, path: list[Operator]) -> list[Operator]:
     if not targets:
         return path
     program = block.program
-    from .api import _unique
     on_path = {id(op) for op in path}
     descs: list[pb.OpDesc] = []
     new_path_pos: list[int] = []
     for op in block.ops:
         if id(op) in targets:
-            seed_var = _declare_seed_var(block, _unique(program, _unique(program, "seed") + ".tmp"))
+            seed_var = _declare_seed_var(block, unique_name(program, unique_name(program, "seed") + ".tmp"))
             descs.append(_seed_op_desc(op, seed_var))
             new_path_pos.append(len(descs) - 1)
             _feed_seed(op, seed_var)

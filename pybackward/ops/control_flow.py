@@ -30,8 +30,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .. import dtypes
 from .._proto import framework_pb2 as pb
-from ..errors import ExecutionError, ExecutionLimitError, ProgramFileError
+from ..errors import ExecutionError, ExecutionLimitError, ProgramFileError, where
 from .paddle_table import paddle_opdef
 from .registry import EMPTY_VAR_NAME, GRAD_SUFFIX, Call, FwdOp, GradOp, OpDef, Sample, register
 
@@ -545,7 +546,6 @@ def _while_grad(c: Call):
 def _og_zeros(gblock, name: str, scope) -> Any:
     """Zeros for an output gradient nobody computed (Paddle fills it from the
     parent block's var desc; an unknown dim falls back to the forward value)."""
-    from .. import dtypes
     var = find_var_cpp(gblock.parent, name)
     if var is None:
         return None
@@ -671,7 +671,6 @@ register(OpDef(type="conditional_block_grad", inputs=("Cond", "Input", "Out", "O
                doc="run the grad block in the forward scope; Input@GRAD from it (zeros if not run)"))
 def _check_while(op) -> None:
     """A while whose body (or a block nested in it) never writes Condition never ends."""
-    from ..errors import ProgramFileError, where
     cond = op.input("Condition")
     sub = op.sub_block
     if len(cond) != 1 or sub is None:

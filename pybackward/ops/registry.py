@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..attrs import decode
 from ..errors import ExecutionError, UnknownOpError
 
 GRAD_SUFFIX = "@GRAD"
@@ -185,7 +186,6 @@ class FwdOp:
         return self.outputs.get(slot, [])
 
     def attr(self, name: str, default: Any = None) -> Any:
-        from ..attrs import decode
         for a in self.attrs_desc:
             if a.name == name:
                 return decode(a)
@@ -358,7 +358,6 @@ def _implied(d: OpDef) -> bool:
 
 def get(op_type: str) -> OpDef:
     """The OpDef of a type; UnknownOpError (listing close names) if none."""
-    _ensure_loaded()
     try:
         return _REGISTRY[op_type]
     except KeyError:
@@ -375,23 +374,11 @@ def all_registered() -> dict[str, OpDef]:
 
 
 def find(op_type: str) -> OpDef | None:
-    _ensure_loaded()
     return _REGISTRY.get(op_type)
 
 
 def all_ops() -> dict[str, OpDef]:
-    _ensure_loaded()
     return dict(sorted(_REGISTRY.items()))
-
-
-_loaded = False
-
-
-def _ensure_loaded() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from . import _families  # noqa: F401  (importing it registers every family)
 
 
 # --------------------------------------------------------------------------

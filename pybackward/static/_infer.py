@@ -29,6 +29,11 @@ def infer(op_type: str, ins: dict[str, list[Dims]], attrs: dict[str, Any],
     return {} if fn is None else fn(ins, attrs, n_out)
 
 
+def rule_types() -> frozenset[str]:
+    """The op types that have a rule (the rules are all declared on import)."""
+    return frozenset(_RULES)
+
+
 def _x(ins, slot="X") -> Dims:
     return list(ins[slot][0])
 

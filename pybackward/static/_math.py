@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import dtypes
 from .._proto import framework_pb2 as pb
+from .framework import Variable, default_main_program
 
 VT = pb.VarType
 _INT_TYPES = {VT.BOOL, VT.UINT8, VT.INT8, VT.INT16, VT.INT32, VT.INT64}
@@ -35,7 +36,6 @@ def _block(var):
 
 
 def _tmp(block, dtype):
-    from .framework import default_main_program
     return block.create_var(name=default_main_program()._name_generator.generate("tmp"),
                             dtype=dtype)
 
@@ -104,7 +104,6 @@ def _promote(a: int, b: int) -> int:
 
 def _binary(method: str, op_type: str, reverse: bool = False, scalar=None):
     def impl(self, other):
-        from .framework import Variable
         if isinstance(other, np.generic):
             other = other.item()
         if isinstance(other, float):

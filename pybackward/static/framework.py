@@ -30,7 +30,9 @@ from ..program import Block as _Block
 from ..program import Operator
 from ..program import Program as _Program
 from ..program import Variable as _Variable
+from ..text import program_to_text
 from . import _infer
+from ._clone import prune_for_test
 from ._opdesc import (NO_LOD, OP_VERSION_MAP, PROGRAM_VERSION, attr_positions, fill_op_desc,
                       fill_var_desc, set_dims, set_lod_level)
 from .unique_name import UniqueNameGenerator
@@ -394,7 +396,7 @@ class _AttrView(Mapping):
         return len(dict.fromkeys(a.name for a in self._desc.attrs))
 
 
-_LOD_KNOWN = frozenset(_infer._RULES)
+_LOD_KNOWN = _infer.rule_types()
 
 
 def _check_same(var: Variable, type: int, shape, dtype, persistable) -> None:
@@ -586,7 +588,6 @@ class Program(_Program):
         desc = pb.ProgramDesc()
         desc.CopyFrom(self.desc)
         if for_test:
-            from ._clone import prune_for_test
             prune_for_test(desc)
         p = Program(desc, self.source)
         p.loaded_var_counts = ([0] * len(desc.blocks) if for_test else
@@ -602,7 +603,6 @@ class Program(_Program):
         return p
 
     def to_string(self, throw_on_error: bool = False, with_details: bool = False) -> str:
-        from ..text import program_to_text
         return program_to_text(self, all_attrs=with_details)
 
     def _to_readable_code(self, skip_op_callstack: bool = True) -> str:

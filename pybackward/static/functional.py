@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from .. import dtypes
 from .framework import Variable
+from . import tensor
 from .layer_helper import LayerHelper
 
 __all__ = ["relu", "sigmoid", "tanh", "gelu", "softmax", "dropout", "square_error_cost",
@@ -120,7 +121,6 @@ def cross_entropy(input: Variable, label: Variable, weight: Variable | None = No
     """`softmax_with_cross_entropy` then `mean` (`reduction='mean'`), `sum`
     (`'sum'`) or nothing (`'none'`). `weight`, `label_smoothing` and a mean
     with `ignore_index >= 0` are not supported."""
-    from . import tensor
     if reduction not in ("sum", "mean", "none"):
         raise ValueError("The value of 'reduction' in softmax_cross_entropy should be 'sum', "
                          f"'mean' or 'none', but received {reduction}, which is not allowed.")
@@ -161,7 +161,6 @@ def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bo
                                ignore_index: int = -100, numeric_stable_mode: bool = True,
                                return_softmax: bool = False, axis: int = -1):
     """One `softmax_with_cross_entropy` op; returns the loss (and the softmax)."""
-    from . import tensor
     input_dims, label_dims = len(logits.shape), len(label.shape)
     if input_dims == 0:
         raise ValueError("The dimension of input should be larger than zero!")

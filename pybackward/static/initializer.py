@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import dtypes
 from .._proto import framework_pb2 as pb
+from .framework import default_main_program
 
 __all__ = ["Initializer", "Constant", "Uniform", "Normal", "TruncatedNormal", "XavierUniform",
            "XavierNormal", "KaimingUniform", "KaimingNormal", "ConstantInitializer",
@@ -69,7 +70,6 @@ class Initializer:
 
     def __call__(self, param, block=None):
         if block is None:
-            from .framework import default_main_program
             block = default_main_program().global_block()
         return self.forward(param, block)
 

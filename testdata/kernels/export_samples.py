@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 from pybackward.ops import opcheck, registry  # noqa: E402
 
 #: Families whose ops draw random numbers or need a whole program.
-SKIP_FAMILIES = {"random", "control_flow", "paddle_table"}
+SKIP_FAMILIES = {"random", "random_more", "control_flow", "paddle_table"}
 
 
 def plain(v):

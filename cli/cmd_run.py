@@ -1,0 +1,41 @@
+"""`pybackward run`: run a program with the NumPy interpreter and print the fetched values."""
+from __future__ import annotations
+
+import click
+
+import pybackward
+from pybackward.ops.control_flow import MAX_WHILE_STEPS
+
+from .common import (POSITIVE, beside_hint, execute, handle_errors, load_arrays, quiet_option, run_options,
+                     with_values_beside)
+
+
+@click.command(short_help='Run PROGRAM with the NumPy interpreter; print the fetched values.')
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--fetch", multiple=True, required=True, help="A variable to fetch (repeatable).")
+@click.option("--out", type=click.Path(),
+              help="Write the fetched values here: .npz, .pdparams, .pdiparams or DIR/ (by the suffix).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the fetched values as one JSON object (dtype, shape, statistics, values up to 1024).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Stop a `while` op after N steps (per run of the op; default "
+                   f"{MAX_WHILE_STEPS}).")
+@click.option("--timeout", type=POSITIVE, default=None, metavar="SECONDS",
+              help="Stop the run after this many seconds (checked between ops and at each loop step).")
+@quiet_option
+@run_options
+@handle_errors
+def run(program, fetch, out, as_json, max_steps, timeout, quiet, startup, params, feeds_npz, feed_items,
+        check_nan):
+    """Run PROGRAM with the NumPy interpreter and print the fetched values.
+
+    Without --params/--startup and --feeds/--feed, the values beside PROGRAM
+    are used: params.npz (else PROGRAM's .pdparams or .pdiparams) and feeds.npz.
+    A run stopped by --max-steps or --timeout prints one line naming the op
+    and the step reached, and exits 2; Ctrl-C exits 130.
+    """
+    prog = pybackward.load(program)
+    params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)
+    p, f = load_arrays(params, feeds_npz, feed_items, prog)
+    execute(prog, startup, p, f, fetch, check_nan, out, hint=beside_hint(program), as_json=as_json,
+            max_while_steps=max_steps, timeout=timeout, quiet=quiet)

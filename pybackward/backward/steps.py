@@ -1,0 +1,213 @@
+"""The steps every gradient pass takes, plain or with checkpoints (recompute).
+
+`api.append_backward` / `gradients` compose them; `recompute` reuses them
+around its own middle step, and `append_plain` is the plain pipeline whole:
+
+    begin_append -> find_op_path -> append_backward_ops -> finish -> params_and_grads
+
+all inside `all_or_nothing`, which restores the program if any step raises.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterable, Iterator, Sequence
+
+from .. import dtypes
+from .._gc import paused_gc
+from .._proto import framework_pb2 as pb
+from ..errors import ArgumentError, where
+from ..ops.registry import fresh_op
+from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_ATTR, Block, dedupe_attrs,
+                       Operator, Program, Variable)
+from .deviations import refuse_wrong_programs, report_dead_writes
+from .emit import create_grad_vars, fill_op_desc
+from .grad_ops import PassState, append_backward_ops
+from .names import GRAD_SUFFIX, grad_name, strip_grad_suffix
+from .path import find_op_path, stop_gradient_names, unused_outputs
+
+#: `aggregation=` -> the accumulation mode `PassState` takes.
+AGGREGATIONS = {"sum": 0, "pairwise": 1 << 30}
+
+
+def loss_op(loss: Variable) -> Operator:
+    """The last op of the loss's block that writes the loss."""
+    for op in reversed(loss.block.ops):
+        if loss.name in op.output_arg_names:
+            return op
+    raise ArgumentError(f"{where(loss.block.program.source, loss.block.idx, var=loss.name)}: "
+                        "the loss is produced by no op (a program input or parameter?)")
+
+
+@contextlib.contextmanager
+def all_or_nothing(program: Program) -> Iterator[None]:
+    """Restore the program exactly if the body raises.
+
+    The cyclic garbage collector is paused meanwhile (see `_gc.py`).
+    """
+    pause = paused_gc()
+    pause.__enter__()
+    saved = pb.ProgramDesc()
+    saved.CopyFrom(program.desc)
+    times = program.appending_grad_times
+    counters = dict(program.__dict__.get("_unique_counters", {}))
+    try:
+        yield
+    except BaseException:
+        program.desc.CopyFrom(saved)
+        program.appending_grad_times = times
+        program._unique_counters = counters
+        program.rebind()
+        raise
+    finally:
+        pause.__exit__(None, None, None)
+
+
+def as_paddle_parses(program: Program, keep_param_stop_gradient: bool) -> None:
+    """Read a program from a file as Paddle's parse does: one attr per name on
+    every op, and (unless asked to keep it) `stop_gradient` cleared on
+    parameters (see the module doc). A program built in memory is left as
+    Paddle leaves its own in-memory programs."""
+    if program.parsed:
+        for b in program.blocks:
+            for op in b.ops:
+                dedupe_attrs(op.desc)
+    if keep_param_stop_gradient:
+        return
+    for b in program.blocks:
+        for v in b.vars.values():
+            if v.is_parameter and v.stop_gradient:
+                v.stop_gradient = False
+
+
+def unique_name(program: Program, key: str) -> str:
+    """`key_N`, N counted per program and key (Paddle's `unique_name.generate`)."""
+    counters = program.__dict__.setdefault("_unique_counters", {})
+    n = counters.get(key, 0)
+    counters[key] = n + 1
+    return f"{key}_{n}"
+
+
+def rename_existing_grads(program: Program, block: Block, start: int, grad_to_var: dict,
+                           target_grad_map: dict[str, str], skip: Iterable[str]) -> None:
+    """Paddle's `_rename_grad_`: apply target-grad renames; outputs that clash
+    with existing vars get a unique `name_N`."""
+    var_map = dict(target_grad_map)
+    skip = set(skip)
+    for op in block.ops[start:]:
+        for name in op.input_arg_names:
+            if name in var_map:
+                op.rename_input(name, var_map[name])
+        for name in op.output_arg_names:
+            if GRAD_SUFFIX not in name or not block.has_var(name) or name in skip:
+                continue
+            new = unique_name(program, name)
+            op.rename_output(name, new)
+            var_map[name] = new
+    for g, ng in var_map.items():
+        if g in grad_to_var:
+            grad_to_var[ng] = grad_to_var.pop(g)
+
+
+def finish(program: Program, block: Block, start: int, state: PassState,
+            target_grad_map: dict[str, str], skip: Iterable[str]) -> dict[str, tuple[str, Block]]:
+    """The last step: rename clashing grads and declare every grad var;
+    returns forward name -> (grad name, block that declares it)."""
+    rename_existing_grads(program, block, start, state.grad_to_var, target_grad_map, skip)
+    grad_info: dict[str, tuple[str, Block]] = {}
+    create_grad_vars(block, start, state.grad_to_var, grad_info, state.grad_block_owner)
+    return grad_info
+
+
+def fill_op(op_type: str, out: str, attrs: dict, inputs: dict | None = None) -> pb.OpDesc:
+    """The desc of an op made from nothing (`fill_constant`, `fill_any_like`) writing `out`."""
+    desc = pb.OpDesc()
+    fill_op_desc(desc, fresh_op(op_type, inputs or {}, {"Out": [out]}, attrs), role=None)
+    return desc
+
+
+def begin_append(program: Program, loss: Variable, loss_op: Operator, user_no_grad: set[str],
+                 keep_param_stop_gradient: bool) -> tuple[Block, dict[int, set[str]], int]:
+    """The first steps of every append_backward (plain or with checkpoints):
+    Paddle's parse semantics, the loss op's role, the pass counter, the no-grad
+    names and the loss-grad fill. Returns (root block, no-grad names per block,
+    the index of the first op the pass appended)."""
+    as_paddle_parses(program, keep_param_stop_gradient)
+    loss_op.set_attr(OP_ROLE_ATTR, OP_ROLE_LOSS)
+    root = program.global_block()
+    program.appending_grad_times += 1
+    no_grad = stop_gradient_names(program)
+    no_grad[0].update(grad_name(n) for n in user_no_grad)
+    start = len(root.ops)
+    root.append_op_desc(loss_grad_op(loss, loss_op))
+    return root, no_grad, start
+
+
+def loss_grad_op(loss: Variable, loss_op: Operator) -> pb.OpDesc:
+    shape = list(loss.shape)
+    if not (len(shape) == 0 or 0 in shape):
+        shape = [1]
+    return fill_op("fill_constant", grad_name(loss.name), {
+        "shape": shape, "value": 1.0, "dtype": loss.data_type, "force_cpu": False,
+        OP_ROLE_ATTR: 1 | OP_ROLE_LOSS, OP_DEVICE_ATTR: loss_op.attr(OP_DEVICE_ATTR, ""),
+    })
+
+
+def params_and_grads(program: Program, loss: Variable, params: list[str],
+                      grad_info: dict[str, tuple[str, Block]]) -> list[tuple[Variable, Variable | None]]:
+    """`[(param, grad), ...]` in `params` order, and each grad's last writer
+    tagged with Paddle's `op_role_var` = [param, grad, ...]."""
+    root = program.global_block()
+    pairs: list[tuple[Variable, Variable | None]] = []
+    for p in params:
+        if p not in grad_info:
+            continue
+        gname, gblock = grad_info[p]
+        pairs.append((root.var(p), gblock.vars[gname] if loss.block.has_var(gname) else None))
+    last_writer: dict[str, Operator] = {}
+    for op in root.ops:
+        for n in op.output_arg_names:
+            last_writer[n] = op
+    for p, g in pairs:
+        if g is None:
+            continue
+        op = last_writer.get(g.name)
+        if op is None:
+            raise ArgumentError(f"no op writes the gradient '{g.name}' (unexpected)")
+        op.set_attr(OP_ROLE_VAR_ATTR, [p.name, g.name] + list(op.attr(OP_ROLE_VAR_ATTR, []) or []),
+                    pb.AttrType.STRINGS)
+    return pairs
+
+
+def no_grad_for_non_floats(program: Program, no_grad: dict[int, set[str]]) -> None:
+    """stop_edges: vars that are not floating point never get a gradient."""
+    for b in program.blocks:
+        for name, v in b.vars.items():
+            if v.data_type is not None and not dtypes.is_float(v.data_type):
+                no_grad[b.idx].add(grad_name(name))
+
+
+def append_plain(program: Program, loss: Variable, loss_op: Operator, params: Sequence[str],
+                 user_no_grad: set[str], callbacks: list | None = None, aggregation: str = "sum",
+                 keep_param_stop_gradient: bool = False, stop_edges: bool = False,
+                 paddle_exact: bool = False) -> list[tuple[Variable, Variable | None]]:
+    """The plain (no checkpoints) append_backward on checked arguments: the
+    loss, the op that makes it, the parameters and the user's no-grad names."""
+    with all_or_nothing(program):
+        root, no_grad, start = begin_append(program, loss, loss_op, user_no_grad, keep_param_stop_gradient)
+        state = PassState(program, no_grad, {}, {}, callbacks, AGGREGATIONS[aggregation], paddle_exact=paddle_exact)
+        if stop_edges:
+            no_grad_for_non_floats(program, no_grad)
+        block = loss.block
+        block_no_grad = {strip_grad_suffix(n) for n in no_grad[block.idx]}
+        if not paddle_exact:
+            refuse_wrong_programs(program)
+        redefined = None if paddle_exact else []
+        path = find_op_path(block, [loss], [], block_no_grad, state.sub_paths, stop_edges=stop_edges,
+                            redefinitions=redefined)
+        report_dead_writes(block, redefined)
+        block_no_grad |= unused_outputs(block, path, [loss], block_no_grad)
+        no_grad[block.idx].update(grad_name(n) for n in block_no_grad)
+        input_grad_names = {grad_name(loss.name)} if program.appending_grad_times > 1 else None
+        append_backward_ops(block, path, [loss], root, state, input_grad_names)
+        grad_info = finish(program, root, start, state, {}, ())
+        return params_and_grads(program, loss, params, grad_info)

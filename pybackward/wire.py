@@ -1,0 +1,90 @@
+"""Program bytes -> a checked `ProgramDesc`: the wire form's parse and its errors.
+
+The model (`Program.from_bytes`, `io.loads`) reads bytes through here: parse
+(binary protobuf, or protobuf text format), a clear error naming what the
+bytes are instead (a PNG, a zip, a truncated file), and, once the views exist,
+the per-op-type structure rules the op registry declares.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import message as _message
+from google.protobuf import text_format
+
+from ._proto import framework_pb2 as pb
+from .errors import ArgumentTypeError, ProgramFileError
+from .ops import registry
+
+#: protobuf cannot serialise a message of 2 GiB or more.
+MAX_PROGRAM_BYTES = 2**31 - 1
+
+
+def parse_program_desc(data: Any, source: str | None = None, text: bool = False,
+                       max_bytes: int = MAX_PROGRAM_BYTES) -> tuple[pb.ProgramDesc, str]:
+    """Parse program bytes (binary, or text format if `text`) into a
+    `ProgramDesc`; returns it and the label errors name (`source` or "<bytes>")."""
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, bytes):
+        hint = (" (pass a path to load(), or text.encode() with text=True)" if isinstance(data, str) else "")
+        raise ArgumentTypeError(f"loads() takes bytes, not {type(data).__name__}{hint}")
+    if source is not None and not isinstance(source, str):
+        raise ArgumentTypeError(f"loads(source=...) takes a str label, not {type(source).__name__}")
+    label = source or "<bytes>"
+    desc = pb.ProgramDesc()
+    if text:
+        try:
+            text_format.Parse(data.decode("utf-8"), desc)
+        except UnicodeDecodeError as e:
+            raise ProgramFileError(f"{label}: not protobuf text format: not UTF-8 at byte {e.start}") from None
+        except text_format.ParseError as e:
+            raise ProgramFileError(f"{label}: not a ProgramDesc in text format: {one_line(e)}") from None
+    else:
+        if len(data) > max_bytes:
+            raise ProgramFileError(f"{label}: {len(data)} bytes is past protobuf's 2 GiB message limit")
+        try:
+            desc.ParseFromString(data)
+        except (_message.DecodeError, RecursionError, ValueError) as e:
+            raise ProgramFileError(f"{label}: not a valid ProgramDesc protobuf ({describe_decode_error(data, e)})") from None
+    if not desc.blocks and len(data) > 0:
+        raise ProgramFileError(f"{label}: not a ProgramDesc: {len(data)} bytes with no program blocks "
+                               "(a protobuf of another message type?)")
+    if not data:
+        raise ProgramFileError(f"{label}: empty file")
+    return desc, label
+
+
+def check_op_structure(program: Any) -> None:
+    """Run the structural rules the registry declares per op type (`OpDef.structure_check`)."""
+    checks: dict[str, object] = {}
+    for b in program.blocks:
+        for op in b.ops:
+            check = checks.get(op.type, _UNSEEN)
+            if check is _UNSEEN:
+                opdef = registry.find(op.type)
+                check = checks[op.type] = opdef.structure_check if opdef is not None else None
+            if check is not None:
+                check(op)
+
+
+_UNSEEN = object()
+
+
+def one_line(e: Exception) -> str:
+    """An exception's message on one line (protobuf's span several)."""
+    return " ".join(str(e).split())
+
+
+def describe_decode_error(data: bytes, e: Exception) -> str:
+    """What bytes that do not parse as a ProgramDesc are, as far as it can be told."""
+    msg = one_line(e)
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "this is a PNG image"
+    if data[:2] in (b"PK", b"\x1f\x8b"):
+        return "this is a zip/gzip archive"
+    if "required" in msg:
+        return f"required fields missing: {msg}"
+    if isinstance(e, RecursionError):
+        return "nesting too deep"
+    return f"truncated or corrupt: {msg}" if msg else "truncated or corrupt"
