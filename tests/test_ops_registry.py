@@ -19,6 +19,11 @@ OPS = registry.all_ops()
 NO_FD = {
     "increment": "its grad maker emits Paddle's reverse increment (it restores a loop counter), "
                  "which is not a gradient",
+    # --- vision / detection / quant families: straight-through estimators (Paddle's grad is
+    # Out@GRAD itself, not the derivative of the rounding); tests/test_ops_vision.py checks them ---
+    **{t: "straight-through estimator: X@GRAD = Out@GRAD by design (Paddle's grad kernel)"
+       for t in ("fake_quantize_dequantize_abs_max", "fake_channel_wise_quantize_dequantize_abs_max",
+                 "fake_quantize_dequantize_moving_average_abs_max", "moving_average_abs_max_scale")},
 }
 
 
