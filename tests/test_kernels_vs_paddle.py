@@ -55,6 +55,9 @@ PADDLE_REFUSES = {
     "slogdeterminant-1": "legacy shape inference declares Out like Input (as slogdeterminant-0)",
     "solve-3": "Y a batch of vectors: legacy shape inference declares Out like X, so the one-op "
                "program's backward fails to broadcast; dygraph Paddle gives pybackward's values",
+    # family optimizer / misc_more: float32-only Paddle kernels (float32 checked by tests/test_ops_optimizer.py)
+    **{f"ftrl-{i}": "Paddle 3.3.1 registers ftrl for float32 only" for i in range(2)},
+    "decayed_adagrad-0": "Paddle 3.3.1 registers decayed_adagrad for float32 only",
 }
 
 #: Samples where Paddle's gradient is wrong (off finite differences in
