@@ -57,7 +57,7 @@ ALIAS.update({
                             "out_num_accumulates": "in_num_accumulates",
                             "out_old_num_accumulates": "in_old_num_accumulates",
                             "out_num_updates": "in_num_updates"},
-    "check_finite_and_unscale": {"Out": "X"},
+    "check_finite_and_unscale": {"Out": "X"}, "depend": {"Out": "X"},
     "update_loss_scaling": {"Out": "X", "LossScaling": "PrevLossScaling", "OutGoodSteps": "InGoodSteps",
                             "OutBadSteps": "InBadSteps"},
 })

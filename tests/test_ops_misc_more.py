@@ -1,0 +1,46 @@
+"""Ops of pybackward/ops/misc_more.py the Paddle comparison cannot cover.
+
+(Values here were read from Paddle 3.3.1 where noted; the other samples of
+the family are compared with Paddle by tests/test_kernels_vs_paddle.py.)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pybackward import dtypes
+from pybackward.ops import opcheck
+
+
+def _run(op, ins, attrs, outs):
+    return opcheck.run_kernel(op, ins, attrs, {s: [f"{s}{i}" for i in range(n)] for s, n in outs.items()})
+
+
+def test_check_finite_and_unscale_with_an_inf():
+    """Paddle 3.3.1 (float32): the tensor holding the inf and every later one
+    become X * 0 - NaN where X is inf - the earlier ones are unscaled."""
+    a = np.array([[2.0, -4.0]], np.float32)
+    b = np.array([-1.0, 2.0, np.inf, -3.0, 4.0], np.float32)
+    c = np.array([5.0, 6.0], np.float32)
+    out = _run("check_finite_and_unscale", {"X": [a, b, c], "Scale": [np.array([2.0], np.float32)]}, {},
+               {"Out": 3, "FoundInfinite": 1})
+    np.testing.assert_array_equal(out["Out"][0], a / 2)
+    np.testing.assert_array_equal(out["Out"][1], [-0.0, 0.0, np.nan, -0.0, 0.0])
+    assert np.signbit(out["Out"][1][0]) and not np.signbit(out["Out"][1][1])
+    np.testing.assert_array_equal(out["Out"][2], [0.0, 0.0])
+    assert out["FoundInfinite"][0].tolist() == [True] and out["Out"][1].dtype == np.float32
+
+
+def test_full_int_array():
+    """(Paddle 3.3.1's legacy executor crashes on a one-op program with it.)"""
+    out = _run("full_int_array", {}, {"value": [3, -1, 4], "dtype": dtypes.VarType.INT64}, {"out": 1})
+    assert out["out"][0].dtype == np.int64 and out["out"][0].tolist() == [3, -1, 4]
+    out = _run("full_int_array", {}, {"value": [7], "dtype": dtypes.VarType.INT32}, {"out": 1})
+    assert out["out"][0].dtype == np.int32 and out["out"][0].tolist() == [7]
+
+
+def test_nop_passes_its_inputs_through():
+    xs = [np.arange(3.0), np.ones((2, 2), np.int64)]
+    out = _run("nop", {"X": xs}, {}, {"Out": 2})
+    for got, want in zip(out["Out"], xs):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
