@@ -44,3 +44,29 @@ def test_nop_passes_its_inputs_through():
     for got, want in zip(out["Out"], xs):
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype
+
+
+def test_empty_has_the_shape_and_dtype_asked_for():
+    out = _run("empty", {}, {"shape": [2, 0, 3], "dtype": dtypes.VarType.INT32}, {"Out": 1})["Out"][0]
+    assert out.shape == (2, 0, 3) and out.dtype == np.int32
+    out = _run("empty", {"ShapeTensor": [np.array([4, 2], np.int64)]}, {"shape": [], "dtype": dtypes.VarType.FP64},
+               {"Out": 1})["Out"][0]
+    assert out.shape == (4, 2) and out.dtype == np.float64
+
+
+def test_edit_distance_equals_the_textbook_table():
+    rng = np.random.default_rng(3)
+
+    def textbook(h, r):
+        d = [[i + j if i * j == 0 else 0 for j in range(len(r) + 1)] for i in range(len(h) + 1)]
+        for i in range(1, len(h) + 1):
+            for j in range(1, len(r) + 1):
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (h[i - 1] != r[j - 1]))
+        return d[-1][-1]
+    for _ in range(30):
+        m, n = rng.integers(1, 9, 2)
+        h, r = rng.integers(0, 3, (1, m)), rng.integers(0, 3, (1, n))
+        out = _run("edit_distance", {"Hyps": [h], "Refs": [r], "HypsLength": [np.array([m])],
+                                     "RefsLength": [np.array([n])]}, {"normalized": False},
+                   {"Out": 1, "SequenceNum": 1})
+        assert out["Out"][0][0, 0] == textbook(h[0].tolist(), r[0].tolist())
