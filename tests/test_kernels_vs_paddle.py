@@ -59,8 +59,8 @@ PADDLE_REFUSES = {
     **{f"ftrl-{i}": "Paddle 3.3.1 registers ftrl for float32 only" for i in range(2)},
     "decayed_adagrad-0": "Paddle 3.3.1 registers decayed_adagrad for float32 only",
     **{f"clip_by_norm-{i}": "Paddle 3.3.1 registers clip_by_norm for float32 only" for i in range(2)},
-    "accuracy-0": "Accuracy is always float32, but the float64 one-op program declares it float64 and "
-                  "Paddle refuses to fetch it (the float32 run is checked by tests/test_ops_optimizer.py)",
+    **{f"auc-{i}": "Paddle 3.3.1 registers auc for float32 only (checked by tests/test_ops_optimizer.py)"
+       for i in range(2)},
 }
 
 #: Samples where Paddle's gradient is wrong (off finite differences in
