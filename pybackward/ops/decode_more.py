@@ -1,6 +1,6 @@
 """Decoding and sequence post-processing ops of inference and evaluation
-programs: gather_tree (beam search back-tracking), ctc_align, edit_distance,
-plus empty.
+programs: gather_tree (beam search back-tracking), viterbi_decode and
+crf_decoding (CRF decoding), ctc_align, edit_distance, plus empty.
 
 Padded (not LoD) inputs only: the interpreter carries no LoD, so the ops
 take their lengths from the `*Length` inputs Paddle's padding mode reads, and
@@ -194,3 +194,128 @@ def _empty(c: Call):
 
 
 _reg("empty", _empty, None, ("shape", "dtype"), "Out = an uninitialised tensor of `shape` (zeros here)")
+
+
+# --------------------------------------------------------------------------
+# viterbi_decode (paddle.text.viterbi_decode) and crf_decoding
+# --------------------------------------------------------------------------
+def _viterbi_decode(c: Call):
+    """Paddle's CPU kernel step by step, vectorised over the batch: masks as
+    float / int multiplications, argmax taking the first maximum."""
+    x, trans = _x(c, "Input"), _x(c, "Transition")
+    if x.dtype.kind != "f" or x.ndim != 3:
+        raise ExecutionError(f"viterbi_decode: Input must be a float [batch, seq, tags] tensor, "
+                             f"it is {x.dtype} {list(x.shape)}")
+    batch, seq_len, n = x.shape
+    if trans.shape != (n, n):
+        raise ExecutionError(f"viterbi_decode: Transition must be [{n}, {n}], it is {list(trans.shape)}")
+    trans = trans.astype(x.dtype)
+    t = x.dtype.type
+    left = _ints(c, "Length").reshape(-1).astype(np.int64)
+    if left.size != batch:
+        raise ExecutionError(f"viterbi_decode: Length has {left.size} values for a batch of {batch}")
+    max_len = int(left.max(initial=0))
+    if max_len > seq_len:
+        raise ExecutionError(f"viterbi_decode: a Length of {max_len} exceeds the {seq_len} steps of Input")
+    bos = bool(c.attr("include_bos_eos_tag", True))
+    stop, start = trans[n - 2], trans[n - 1]
+    if max_len == 0:
+        return {"Scores": np.zeros(batch, x.dtype), "Path": np.zeros((batch, 0), np.int64)}
+    alpha = x[:, 0, :]
+    if bos:
+        alpha = alpha + start
+        alpha = alpha + stop * (left == 1).astype(x.dtype)[:, None]
+    left = left - 1
+    history = []
+    for i in range(1, max_len):
+        s = alpha[:, :, None] + trans[None]
+        arg = np.argmax(s, axis=1)
+        history.append(arg)
+        nxt = np.take_along_axis(s, arg[:, None, :], axis=1)[:, 0, :] + x[:, i, :]
+        mask = (left > 0).astype(x.dtype)[:, None]
+        alpha = alpha * (t(1) - mask) + nxt * mask
+        if bos:
+            alpha = alpha + stop * (left == 1).astype(x.dtype)[:, None]
+        left = left - 1
+    last = np.argmax(alpha, axis=1).astype(np.int64)
+    scores = np.take_along_axis(alpha, last[:, None], axis=1)[:, 0]
+    actual = min(seq_len, max_len)
+    path = np.zeros((max_len, batch), np.int64)
+    path[actual - 1] = last * (left >= 0)
+    for k, hist in enumerate(reversed(history), start=2):
+        left = left + 1
+        upd = hist[np.arange(batch), last].astype(np.int64) * (left > 0)
+        zero = (left == 0).astype(np.int64)
+        upd = upd * (1 - zero) + last * zero
+        path[actual - k] = upd
+        last = upd + last * (left < 0)
+    return {"Scores": scores, "Path": path.T.copy()}
+
+
+def _viterbi_samples(rng):
+    x = rng.standard_normal((3, 5, 4))
+    trans = rng.standard_normal((4, 4))
+    outs = {"Scores": 1, "Path": 1}
+    return [Sample({"Input": [x], "Transition": [trans], "Length": [np.array([5, 3, 4], np.int64)]},
+                   {"include_bos_eos_tag": True}, outputs=outs),
+            Sample({"Input": [x], "Transition": [trans], "Length": [np.array([2, 4, 1], np.int64)]},
+                   {"include_bos_eos_tag": False}, outputs=outs, note="no bos/eos, shorter than Input")]
+
+
+_reg("viterbi_decode", _viterbi_decode, _viterbi_samples, ("include_bos_eos_tag",),
+     "Scores, Path = the best tag path of each sequence under emissions Input and Transition")
+
+
+def _crf_path(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Paddle's CRFDecoding: w[0] start, w[1] end, w[2:] transitions; first maximum wins."""
+    seq_len, n = x.shape
+    alpha = w[0] + x[0]
+    track = np.zeros((seq_len, n), np.int64)
+    for k in range(1, seq_len):  # the recursion is sequential in time
+        s = alpha[:, None] + w[2:]
+        track[k] = np.argmax(s, axis=0)
+        alpha = s[track[k], np.arange(n)] + x[k]
+    path = np.empty(seq_len, np.int64)
+    path[-1] = int(np.argmax(alpha + w[1]))
+    for k in range(seq_len - 1, 0, -1):
+        path[k - 1] = track[k, path[k]]
+    return path
+
+
+def _crf_decoding(c: Call):
+    e, w = _x(c, "Emission"), _x(c, "Transition")
+    if not c.has("Length"):
+        raise ExecutionError("crf_decoding: only the padding mode (with Length) is supported; "
+                             "LoD inputs do not exist in the interpreter")
+    if e.dtype.kind != "f" or e.ndim != 3:
+        raise ExecutionError(f"crf_decoding: Emission must be a float [batch, max_len, tags] tensor, "
+                             f"it is {e.dtype} {list(e.shape)}")
+    batch, max_len, n = e.shape
+    if w.shape != (n + 2, n):
+        raise ExecutionError(f"crf_decoding: Transition must be [{n + 2}, {n}], it is {list(w.shape)}")
+    lens = _ints(c, "Length").reshape(-1)
+    if lens.size != batch or np.any((lens < 0) | (lens > max_len)):
+        raise ExecutionError(f"crf_decoding: Length must hold {batch} lengths in [0, {max_len}]")
+    w = w.astype(e.dtype)
+    path = np.zeros((batch, max_len), np.int64)
+    for b in range(batch):
+        if lens[b]:
+            path[b, :lens[b]] = _crf_path(e[b, :lens[b]], w)
+    if c.has("Label"):
+        label = _ints(c, "Label").reshape(batch, max_len)
+        inside = np.arange(max_len)[None, :] < lens[:, None]
+        path = ((label == path) & inside).astype(np.int64)  # Paddle: 0 past each length
+    return {"ViterbiPath": path}
+
+
+def _crf_samples(rng):
+    e = rng.standard_normal((3, 5, 4))
+    w = rng.standard_normal((6, 4))
+    lens = np.array([5, 2, 0], np.int64)
+    return [Sample({"Emission": [e], "Transition": [w], "Length": [lens]}),
+            Sample({"Emission": [e], "Transition": [w], "Length": [lens],
+                    "Label": [rng.integers(0, 4, (3, 5)).astype(np.int64)]}, note="with Label")]
+
+
+_reg("crf_decoding", _crf_decoding, _crf_samples, (),
+     "ViterbiPath = the best tag path under a linear-chain CRF (or 1 where it equals Label)")
