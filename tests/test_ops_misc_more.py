@@ -70,3 +70,20 @@ def test_edit_distance_equals_the_textbook_table():
                                      "RefsLength": [np.array([n])]}, {"normalized": False},
                    {"Out": 1, "SequenceNum": 1})
         assert out["Out"][0][0, 0] == textbook(h[0].tolist(), r[0].tolist())
+
+
+def test_check_numerics_with_nan_and_inf():
+    """Values read from Paddle 3.3.1: levels >= 1 report, level 0 raises."""
+    from pybackward.errors import ExecutionError
+    x = np.array([1.0, np.nan, 0.0, np.inf, -2.0, 0.0], np.float32)
+    attrs = {"op_type": "x", "var_name": "v", "stack_height_limit": -1, "output_dir": ""}
+    out = _run("check_numerics", {"tensor": [x]}, dict(attrs, check_nan_inf_level=1), {"stats": 1, "values": 1})
+    assert out["stats"][0].tolist() == [1, 1, 2]
+    np.testing.assert_array_equal(out["values"][0], np.array([np.inf, -2.0, np.nan], np.float32))
+    out = _run("check_numerics", {"tensor": [np.array([1.0, -np.inf], np.float32)]},
+               dict(attrs, check_nan_inf_level=2), {"stats": 1, "values": 1})
+    assert out["stats"][0].tolist() == [0, 1, 0]
+    np.testing.assert_array_equal(out["values"][0], np.array([1.0, -np.inf, -np.inf], np.float32))
+    import pytest
+    with pytest.raises(ExecutionError, match="NaN or inf"):
+        _run("check_numerics", {"tensor": [x]}, dict(attrs, check_nan_inf_level=0), {"stats": 1, "values": 1})

@@ -64,7 +64,8 @@ ALIAS.update({
 })
 
 #: Float outputs whose dtype does not follow the inputs' (declared as such in both runs).
-OUT_DTYPE = {"accuracy": {"Accuracy": "float32"}, "auc": {"AUC": "float64"}}
+OUT_DTYPE = {"accuracy": {"Accuracy": "float32"}, "auc": {"AUC": "float64"},
+             "check_numerics": {"values": "float32"}}
 #: Ops without gradients whose compile-time output dtypes clash with the loss ops: no loss.
 NO_LOSS = set(OUT_DTYPE) | {"viterbi_decode"}
 
