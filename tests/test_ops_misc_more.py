@@ -6,6 +6,7 @@ the family are compared with Paddle by tests/test_kernels_vs_paddle.py.)
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pybackward import dtypes
 from pybackward.ops import opcheck
@@ -87,3 +88,32 @@ def test_check_numerics_with_nan_and_inf():
     import pytest
     with pytest.raises(ExecutionError, match="NaN or inf"):
         _run("check_numerics", {"tensor": [x]}, dict(attrs, check_nan_inf_level=0), {"stats": 1, "values": 1})
+
+
+def test_data_op_passes_the_fed_value_through():
+    import pybackward
+    from pybackward import attrs as pattrs
+    from pybackward._proto import framework_pb2 as pb
+    from pybackward.errors import ExecutionError
+    from pybackward.interpreter import Executor
+    prog = pb.ProgramDesc()
+    block = prog.blocks.add(idx=0, parent_idx=-1)
+    for name in ("x", "y"):
+        v = block.vars.add(name=name)
+        v.type.type = pb.VarType.DENSE_TENSOR
+        v.type.dense_tensor.tensor.data_type = pb.VarType.FP32
+        v.type.dense_tensor.tensor.dims.extend([2, 3])
+    op = block.ops.add(type="data")
+    op.outputs.add(parameter="out", arguments=["x"])
+    for k, val in {"name": "x", "shape": [2, 3], "dtype": dtypes.VarType.FP32, "place": 0}.items():
+        pattrs.encode(op.attrs.add(), k, val)
+    op = block.ops.add(type="scale")
+    op.inputs.add(parameter="X", arguments=["x"])
+    op.outputs.add(parameter="Out", arguments=["y"])
+    pattrs.encode(op.attrs.add(), "scale", 2.0)
+    program = pybackward.loads(prog.SerializeToString())
+    v = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (out,) = Executor().run(program, feed={"x": v}, fetch_list=["y"])
+    np.testing.assert_array_equal(out, 2 * v)
+    with pytest.raises(ExecutionError, match="was not fed"):
+        Executor().run(program, feed={}, fetch_list=["y"])

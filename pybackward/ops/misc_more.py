@@ -672,3 +672,20 @@ def _check_numerics_samples(rng):
 _reg("check_numerics", _check_numerics, _check_numerics_samples,
      ("op_type", "var_name", "check_nan_inf_level", "stack_height_limit", "output_dir"),
      "stats = [#NaN, #inf, #zero], values = [max, min, mean] (float32); level 0 raises on NaN / inf")
+
+
+# --------------------------------------------------------------------------
+# data: its var holds what was fed
+# --------------------------------------------------------------------------
+def _data(c: Call):
+    names = [n for n in c.outs.get("out", ()) if n]
+    scope = getattr(c.env, "scope", None)
+    value = scope.get(names[0]) if scope is not None and names else None
+    if value is None:
+        raise ExecutionError(f"data: var {names[0] if names else '?'!r} (name attr "
+                             f"{c.attr('name', '')!r}) was not fed")
+    return {"out": value}
+
+
+_reg("data", _data, None, ("name", "shape", "dtype", "place"),
+     "out = the value fed to its var (the op only declares the input)")
