@@ -3,8 +3,9 @@
 
 For each case, a small MLP classifier (Linear -> ReLU -> Linear, softmax
 cross entropy, mean) is built in the legacy static graph and trained with one
-of Paddle's optimizers (`paddle.optimizer.X(...).minimize(loss)`). Written
-under `testdata/training/<case>/`:
+of Paddle's optimizers (`paddle.optimizer.X(...).minimize(loss)`), some with
+gradient clipping (clip_by_norm, clip) and L2 regularization. Written under
+`testdata/training/<case>/`:
 
 * `main.pb` / `startup.pb` (+ `.pbtxt`): the programs, as Paddle saved them;
 * `init.npz`: every persistable var after the startup program ran (params,
@@ -39,7 +40,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 STEPS = 3
 BATCH, IN, HIDDEN, CLASSES = 8, 5, 6, 3
 
-#: case -> (optimizer class name, its keyword arguments)
+#: case -> (optimizer class name, its keyword arguments). Not here: ASGD and
+#: ClipGradByGlobalNorm, which Paddle 3.3.1 fails to build in a legacy-IR program;
+#: NAdam / RAdam (Paddle's CPU kernels are wrong for params of more than one element).
 CASES = {
     "sgd": ("SGD", {"learning_rate": 0.1}),
     "momentum": ("Momentum", {"learning_rate": 0.1, "momentum": 0.9}),
@@ -54,6 +57,10 @@ CASES = {
     "rmsprop": ("RMSProp", {"learning_rate": 0.01, "momentum": 0.5}),
     "rmsprop_centered": ("RMSProp", {"learning_rate": 0.01, "centered": True}),
     "lamb": ("Lamb", {"learning_rate": 0.01}),
+    "rprop": ("Rprop", {"learning_rate": 0.01}),
+    "momentum_clip_norm": ("Momentum", {"learning_rate": 0.2, "grad_clip": paddle.nn.ClipGradByNorm(0.2)}),
+    "adam_l2_clip_value": ("Adam", {"learning_rate": 0.02, "weight_decay": paddle.regularizer.L2Decay(0.05),
+                                    "grad_clip": paddle.nn.ClipGradByValue(0.1)}),
 }
 
 
