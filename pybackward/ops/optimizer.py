@@ -124,7 +124,9 @@ def _merged_momentum_samples(rng):
     return [Sample(ins, {"mu": 0.9, "regularization_method": ["", "l2_decay"],
                          "regularization_coeff": [0.0, 0.01]}, outputs={"ParamOut": 2, "VelocityOut": 2}),
             Sample(dict(ins, LearningRate=[one(0.1)]), {"mu": 0.9, "use_nesterov": True},
-                   outputs={"ParamOut": 2, "VelocityOut": 2}, note="one lr, nesterov")]
+                   outputs={"ParamOut": 2, "VelocityOut": 2}, note="one lr, nesterov"),
+            Sample(ins, {"mu": 0.9, "rescale_grad": 0.5}, outputs={"ParamOut": 2, "VelocityOut": 2},
+                   note="rescale_grad (ignored by the CPU kernel)")]
 
 
 register_optimizer("merged_momentum", _merged_momentum, _merged_momentum_samples,
