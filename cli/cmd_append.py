@@ -16,7 +16,7 @@ from pybackward.suffixes import check_program_path
 from .main import _one_line, cli, handle_errors, recorded_deviations
 from .progress import Progress, info, quiet_option
 from .running import evaluate, load_arrays, ops_option, run_options, show_values, value_to_json
-from .userpath import beside_hint, resolve_loss, values_beside
+from .userpath import beside_hint, resolve_loss, with_values_beside
 
 
 def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
@@ -161,11 +161,7 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
     rows = rows_of(pairs)
     values = fetch = None
     if run_after:  # run before anything is written: a failed run leaves no output behind
-        found_params, found_feeds = values_beside(src)
-        if not params and not startup:
-            params = found_params
-        if not feeds_npz and not feed_items:
-            feeds_npz = found_feeds
+        params, feeds_npz = with_values_beside(src, params, startup, feeds_npz, feed_items)
         p, f = load_arrays(params, feeds_npz, feed_items, prog)
         fetch = [loss] + [g for _, g in rows if g]
         values = evaluate(prog, startup, p, f, fetch, check_nan, beside_hint(src))

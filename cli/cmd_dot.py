@@ -35,9 +35,12 @@ from .main import cli, handle_errors
 @click.option("--max-nodes", type=click.IntRange(min=1), default=None, metavar="N",
               help="Refuse pictures with more nodes than this (default 1500; 50000 for .html).")
 @click.option("--no-legend", is_flag=True, help="Leave out the legend.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print what was drawn as JSON on stdout: output, nodes, edges, clusters "
+                   "(and the DOT text when there is no -o).")
 @handle_errors
 def dot(program, output, block, highlight, around, depth, collapse, collapse_above, fold, expand, max_nodes,
-        no_legend):
+        no_legend, as_json):
     """Draw PROGRAM's graph: forward ops blue, backward orange, the loss op red;
     parameters gold, their gradients gold and dashed."""
     from pybackward import dot as _dot, graph_view, html_view
@@ -48,16 +51,29 @@ def dot(program, output, block, highlight, around, depth, collapse, collapse_abo
     g = graph_view.build_graph(pybackward.load(program), block=block, highlight=highlight, collapse=collapse,
                                collapse_above=collapse_above, fold=fold, expand=expand, around=around,
                                depth=depth, max_nodes=max_nodes)
+    report = {"program": program, "output": output, "title": g.title, "collapsed": g.collapsed,
+              "nodes": len(g.nodes), "edges": len(g.edges), "clusters": len(g.clusters)}
     if html:
         write_atomic(output, html_view.graph_to_html(g).encode("utf-8"))
-        click.echo(f"wrote {output} ({len(g.nodes)} nodes)", err=True)
+        _done(report, as_json, f"wrote {output} ({len(g.nodes)} nodes)")
         return
     text = _dot.graph_to_dot(g, legend=not no_legend)
     if not output:
-        click.echo(text, nl=False)
+        if as_json:
+            _done({**report, "dot": text}, True, "")
+        else:
+            click.echo(text, nl=False)
         return
     _dot.render(text, output)
-    click.echo(f"wrote {output}", err=True)
+    _done(report, as_json, f"wrote {output}")
+
+
+def _done(report: dict, as_json: bool, line: str) -> None:
+    if as_json:
+        import json
+        click.echo(json.dumps(report))
+    else:
+        click.echo(line, err=True)
 
 
 #: The node limit of the HTML view: it lays out in seconds where Graphviz would not.

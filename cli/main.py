@@ -18,6 +18,7 @@ from pybackward.ops.control_flow import MAX_WHILE_STEPS
 
 from .progress import Progress, quiet_option
 from .running import execute as _execute, load_arrays as _load_arrays, ops_option, run_options as _run_options
+from .userpath import beside_hint, with_values_beside
 
 
 _CAUGHT: list[list[warnings.WarningMessage]] = []
@@ -176,8 +177,10 @@ def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_on
 @click.option("--program", "program", type=click.Path(dir_okay=False),
               help="For arrays: the program whose persistable vars a .pdiparams holds (default: the "
                    ".pdmodel beside it); writing a .pdiparams, its vars must be exactly these.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print what was written as JSON (arrays: name, dtype, shape; programs: blocks, ops, vars).")
 @handle_errors
-def convert(src, dst, program):
+def convert(src, dst, program, as_json):
     """Convert SRC to DST, each format told by its suffix.
 
     \b
@@ -190,20 +193,34 @@ def convert(src, dst, program):
         prog = pybackward.load(program) if program else None
         arrays = paddle_files.load_arrays(src, prog)
         paddle_files.save_arrays(dst, arrays, prog)
-        click.echo(f"wrote {dst} ({len(arrays)} arrays)")
+        if as_json:
+            import json
+            click.echo(json.dumps({"input": src, "output": dst, "kind": "arrays",
+                                   "arrays": {n: {"dtype": str(a.dtype), "shape": list(a.shape)}
+                                              for n, a in arrays.items()}}))
+        else:
+            click.echo(f"wrote {dst} ({len(arrays)} arrays)")
         return
     if program:
         raise pybackward.ArgumentError("--program goes with array files (.npz, .pdparams, .pdiparams, DIR/)")
     prog = pybackward.load(src)
     pybackward.save(prog, dst)
-    click.echo(f"wrote {dst}")
+    if as_json:
+        import json
+        click.echo(json.dumps({"input": src, "output": dst, "kind": "program", "blocks": prog.num_blocks,
+                               "ops": sum(len(b.ops) for b in prog.blocks),
+                               "vars": sum(len(b.vars) for b in prog.blocks)}))
+    else:
+        click.echo(f"wrote {dst}")
 
 
 def coverage_totals_line(t: dict) -> str:
     return (f"{t['op_types']} op types: {t['with_maker']} with a grad maker, {t['equal']} equal to Paddle's "
             f"({t['differs']} differ, {t['unchecked']} unchecked), {t['empty']} empty makers, "
             f"{t['none']} without one, {t['sub_block']} sub-block; kernels: {t['kernels']} forward, "
-            f"{t['grad_kernels']} of {t['with_maker']} grad")
+            f"{t['grad_kernels']} of {t['with_maker']} grad; Paddle runs {t['cpu']} on CPU: "
+            f"{t['cpu_kernels']} with a forward kernel here, {t['cpu_grad_kernels']} of its "
+            f"{t['cpu_with_maker']} differentiable ones forward and backward")
 
 
 @cli.command(short_help='List the registered op types and what each supports.')
@@ -228,10 +245,12 @@ def ops(missing, coverage, records, as_json):
         if as_json:
             click.echo(json.dumps({"ops": rows, "totals": totals}))
             return
-        click.echo(f"{'op type':<44} {'family':<13} {'grad rule':<10} {'kernel':<6} grad kernel")
+        click.echo(f"{'op type':<44} {'family':<13} {'grad rule':<10} {'kernel':<6} {'grad kernel':<11} "
+                   "Paddle CPU")
         for r in rows:
             click.echo(f"{r['type']:<44} {r['family']:<13} {r['grad']:<10} "
-                       f"{'yes' if r['kernel'] else 'no':<6} {r['grad_kernel']}")
+                       f"{'yes' if r['kernel'] else 'no':<6} {r['grad_kernel']:<11} "
+                       f"{'yes' if r['paddle_cpu'] else 'no'}")
         click.echo(coverage_totals_line(totals))
         return
     if missing:
@@ -298,12 +317,16 @@ def run(program, fetch, out, as_json, max_steps, timeout, quiet, startup, params
         check_nan):
     """Run PROGRAM with the NumPy interpreter and print the fetched values.
 
+    Without --params/--startup and --feeds/--feed, the values beside PROGRAM
+    are used: params.npz (else PROGRAM's .pdparams or .pdiparams) and feeds.npz.
+
     A run stopped by --max-steps or --timeout prints one line naming the op
     and the step reached, and exits 2; Ctrl-C exits 130.
     """
     prog = pybackward.load(program)
+    params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)
     p, f = _load_arrays(params, feeds_npz, feed_items, prog)
-    _execute(prog, startup, p, f, fetch, check_nan, out, as_json=as_json,
+    _execute(prog, startup, p, f, fetch, check_nan, out, hint=beside_hint(program), as_json=as_json,
              max_while_steps=max_steps, timeout=timeout, quiet=quiet)
 
 
@@ -325,11 +348,15 @@ def run(program, fetch, out, as_json, max_steps, timeout, quiet, startup, params
 @ops_option
 def check(program, loss, wrt, eps, rtol, atol, max_elements, directions, as_json, quiet,
           startup, params, feeds_npz, feed_items, check_nan):
-    """Check the gradients of --loss against central finite differences in float64."""
+    """Check the gradients of --loss against central finite differences in float64.
+
+    Values not given are read from beside PROGRAM, as `run` does.
+    """
     import json
     import numpy as np
     from pybackward.interpreter import Executor, Scope
     prog = pybackward.load(program)
+    params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)
     p, f = _load_arrays(params, feeds_npz, feed_items, prog)
     if startup:
         scope = Scope()

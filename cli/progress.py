@@ -14,7 +14,7 @@ import click
 
 class Progress:
     def __init__(self, label: str, total: int | None = None, *, stream=None, quiet: bool = False,
-                 delay: float = 1.0, clock=time.monotonic):
+                 delay: float = 1.0, min_interval: float = 0.0, clock=time.monotonic):
         self.label = label
         self.total = total
         self.stream = sys.stderr if stream is None else stream
@@ -22,14 +22,21 @@ class Progress:
         self.delay = delay
         self.clock = clock
         self.start = clock()
+        #: Redraw at most this often (for updates per op, thousands a second).
+        self.min_interval = min_interval
+        self._drawn_at = float("-inf")
         self._shown = 0          # width of the line on screen (0: nothing shown)
 
     def update(self, done: int, item: str | None = None, total: int | None = None) -> None:
         """`done` of `total` finished; `item` is the one being worked on."""
         if total is not None:
             self.total = total
-        if not self.enabled or self.clock() - self.start < self.delay:
+        if not self.enabled:
             return
+        now = self.clock()
+        if now - self.start < self.delay or now - self._drawn_at < self.min_interval:
+            return
+        self._drawn_at = now
         text = f"{self.label} {done}/{self.total}" if self.total is not None else f"{self.label} {done}"
         if item:
             text += f" {item}"

@@ -38,11 +38,12 @@ def summary(name: str, v) -> str:
 
 
 def evaluate(prog, startup, params, feeds, fetch, check_nan, hint: str = "",
-             max_while_steps: int | None = None, timeout: float | None = None) -> list:
+             max_while_steps: int | None = None, timeout: float | None = None, progress=None) -> list:
     """Run PROG (after STARTUP) on the arrays. A --fetch name no block declares
     is refused first; a run that stops at a feed or parameter nobody gave is
     reported with every missing one and the options that give them.
-    `max_while_steps` / `timeout` bound the run (None: the interpreter's defaults)."""
+    `max_while_steps` / `timeout` bound the run (None: the interpreter's defaults);
+    `progress(done, total, op_type)` is told of each op of the main run."""
     from pybackward.interpreter import Executor, Scope
     from .userpath import check_fetch, missing_inputs_error
     check_fetch(prog, fetch)
@@ -50,6 +51,7 @@ def evaluate(prog, startup, params, feeds, fetch, check_nan, hint: str = "",
     scope = Scope()
     if startup:
         exe.run(pybackward.load(startup), scope=scope)
+    exe.progress = progress
     for k, v in params.items():
         scope.set(k, v)
     given = set(scope.vars)
@@ -96,8 +98,12 @@ def show_values(fetch, values, out, as_json: bool = False, quiet: bool = False) 
 
 def execute(prog, startup, params, feeds, fetch, check_nan, out, hint: str = "", as_json: bool = False,
             max_while_steps: int | None = None, timeout: float | None = None, quiet: bool = False):
-    return show_values(fetch, evaluate(prog, startup, params, feeds, fetch, check_nan, hint,
-                                       max_while_steps, timeout), out, as_json, quiet)
+    """Run, with a progress line on a terminal (see progress.Progress), and show the values."""
+    from .progress import Progress
+    with Progress("run: op", quiet=quiet, min_interval=0.1) as bar:
+        values = evaluate(prog, startup, params, feeds, fetch, check_nan, hint, max_while_steps, timeout,
+                          progress=lambda done, total, op_type: bar.update(done, op_type, total=total))
+    return show_values(fetch, values, out, as_json, quiet)
 
 
 _RUN_OPTIONS = [

@@ -14,7 +14,7 @@ PARAMS_FORMATS = ".npz, .pdparams, .pdiparams or a directory of per-var files"
 
 
 def values_beside(src: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The parameter and feed files `append --run` uses when none is given:
+    """The parameter and feed files `append --run`, `run` and `check` use when none is given:
     params.npz (else IN's own .pdparams, else .pdiparams, as paddle.static.save /
     save_inference_model name them) and feeds.npz in IN's directory."""
     here = Path(src).parent
@@ -29,8 +29,20 @@ def values_beside(src: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def beside_hint(src: str) -> str:
     stem = Path(src).with_suffix("").name
-    return (f" (without --params and --feeds, append --run reads params.npz or {stem}.pdparams or "
+    return (f" (without --params and --feeds, pybackward reads params.npz or {stem}.pdparams or "
             f"{stem}.pdiparams, and feeds.npz, beside {src})")
+
+
+def with_values_beside(src: str, params, startup, feeds_npz, feed_items) -> tuple[tuple, tuple]:
+    """(params, feeds_npz) for a run of SRC: the ones given, else those found
+    beside it (`values_beside`): params only when neither --params nor
+    --startup is given, feeds only when neither --feeds nor --feed is."""
+    found_params, found_feeds = values_beside(src)
+    if not params and not startup:
+        params = found_params
+    if not feeds_npz and not feed_items:
+        feeds_npz = found_feeds
+    return tuple(params), tuple(feeds_npz)
 
 
 def resolve_loss(prog, loss: str | None) -> str:

@@ -7,6 +7,11 @@ holding an inline SVG and a few lines of plain JavaScript: drag to pan, the
 wheel to zoom, `0` or the Fit button to see everything, a search box that
 finds an op or var. No network access, no external script or font.
 
+Clusters (sub-blocks, folded repeats of a layer) are kept together: within a
+layer their nodes sit side by side, so each is drawn as a shaded outline
+around exactly its own nodes, one band per layer it spans, labelled at its
+top (nested clusters nest).
+
 Linear in the graph's size apart from the sweeps (a few passes over the
 edges), so large graphs lay out in seconds where Graphviz runs out of memory.
 """
@@ -17,7 +22,7 @@ from collections import defaultdict
 
 from .graph_view import Graph
 
-__all__ = ["graph_to_html", "layout"]
+__all__ = ["cluster_bands", "graph_to_html", "layout"]
 
 _FILL = {"forward": ("#dbe9f6", "#3b6ea5"), "backward": ("#fde2c8", "#d9822b"),
          "loss": ("#f8c9c9", "#c0392b"), "optimize": ("#d5f0d5", "#2e8b57"),
@@ -87,12 +92,15 @@ def layout(g: Graph) -> dict[str, tuple[float, float, float, float]]:
         for w in dag[v]:
             pred[w].append(v)
     pos = [0.0] * len(ids)
+    group = _cluster_keys(g, ids)
 
     def number() -> None:
         for row in order:
             for i, v in enumerate(row):
                 pos[v] = i / max(len(row), 1)
 
+    for row in order:                               # clusters together from the start
+        row.sort(key=lambda v: group[v])
     number()
     for sweep in range(_SWEEPS):
         rows = order if sweep % 2 == 0 else order[::-1]
@@ -101,9 +109,9 @@ def layout(g: Graph) -> dict[str, tuple[float, float, float, float]]:
             keyed = []
             for v in row:
                 ns = nbrs[v]
-                keyed.append((sum(pos[u] for u in ns) / len(ns) if ns else pos[v], pos[v], v))
+                keyed.append((group[v], sum(pos[u] for u in ns) / len(ns) if ns else pos[v], pos[v], v))
             keyed.sort()
-            row[:] = [v for _, _, v in keyed]
+            row[:] = [k[-1] for k in keyed]
             for i, v in enumerate(row):
                 pos[v] = i / max(len(row), 1)
     sizes = {}
@@ -123,6 +131,55 @@ def layout(g: Graph) -> dict[str, tuple[float, float, float, float]]:
             x += sw + _GAP_X
         y += h + _GAP_Y
     return out
+
+
+def _cluster_path(g: Graph, cluster: str | None) -> tuple[str, ...]:
+    path: list[str] = []
+    seen: set[str] = set()
+    while cluster is not None and cluster in g.clusters and cluster not in seen:
+        seen.add(cluster)
+        path.append(cluster)
+        cluster = g.clusters[cluster].parent
+    return tuple(reversed(path))
+
+
+def _cluster_keys(g: Graph, ids: list[str]) -> list[tuple[int, ...]]:
+    """Per node, its clusters from the outermost in, as ranks: sorting a layer by
+    it puts each cluster's nodes side by side (nested ones inside their parent);
+    nodes of the drawn block itself come first."""
+    rank = {c: i + 1 for i, c in enumerate(g.clusters)}
+    return [tuple(rank[c] for c in _cluster_path(g, g.nodes[n].cluster)) for n in ids]
+
+
+def cluster_bands(g: Graph, pos: dict[str, tuple[float, float, float, float]]
+                  ) -> dict[str, list[tuple[float, float, float, float]]]:
+    """cluster id -> the rectangles (x, y, w, h) of its outline, one per layer its
+    nodes (or its nested clusters' nodes) occupy, top to bottom; each band
+    reaches down to the next when that is the next layer, so the outline of a
+    cluster on consecutive layers is one shape."""
+    rows: dict[str, dict[float, list[float]]] = defaultdict(dict)   # keyed by a layer's centre line
+    for nid, n in g.nodes.items():
+        if nid not in pos:
+            continue
+        x, y, w, h = pos[nid]
+        for c in _cluster_path(g, n.cluster):
+            r = rows[c].setdefault(round(y + h / 2, 1), [x, x + w, y, y + h])
+            r[0], r[1], r[2], r[3] = min(r[0], x), max(r[1], x + w), min(r[2], y), max(r[3], y + h)
+    layer_of = {k: i for i, k in enumerate(sorted({round(y + h / 2, 1) for _, y, _, h in pos.values()}))}
+    bands: dict[str, list[tuple[float, float, float, float]]] = {}
+    for c, by_row in rows.items():
+        pad = max(4.0, 14.0 - 3 * len(_cluster_path(g, c)))
+        keys = sorted(by_row)
+        out = []
+        for i, k in enumerate(keys):
+            x0, x1, top, bottom = by_row[k]
+            starts = i == 0 or layer_of[keys[i - 1]] != layer_of[k] - 1
+            top -= pad + (12 if starts else 0)
+            joins = i + 1 < len(keys) and layer_of[keys[i + 1]] == layer_of[k] + 1
+            end = by_row[keys[i + 1]][2] - pad if joins else bottom + pad   # down to the next band, if adjacent
+            out.append((x0 - pad, top, x1 - x0 + 2 * pad, end - top))
+        bands[c] = out
+    return bands
 
 
 _SCRIPT = r"""
@@ -183,6 +240,17 @@ def graph_to_html(g: Graph) -> str:
     w = max((x + sw for x, _, sw, _ in pos.values()), default=100) + 40
     h = max((y + sh for _, y, _, sh in pos.values()), default=100) + 40
     parts: list[str] = []
+    bands = cluster_bands(g, pos)
+    for cid in sorted(bands, key=lambda c: len(_cluster_path(g, c))):   # outer ones first, underneath
+        c = g.clusters[cid]
+        fill, stroke = ("#f4f4f4", "#9a9a9a") if c.kind == "block" else ("#eef3e6", "#7a9a4a")
+        rects = "".join(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}"/>'
+                        for x, y, w, h in bands[cid])
+        x, y, _, _ = bands[cid][0]
+        parts.append(f'<g class="c" fill="{fill}" stroke="{stroke}" stroke-dasharray="5 3">'
+                     f'<title>{html.escape(c.label)}</title>{rects}'
+                     f'<text x="{x + 5:.1f}" y="{y + 12:.1f}" stroke="none" fill="#555">'
+                     f'{html.escape(c.label.split(chr(10))[0])}</text></g>')
     for e in g.edges:
         if e.src not in pos or e.dst not in pos:
             continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from . import dtypes
 from .errors import ArgumentTypeError, ExecutionError, ExecutionLimitError, PyBackwardError, where
 from .backward.emit import find_var_desc
 from .ops import registry
+from .ops.paddle_data import paddle_runs_on_cpu
 from .ops.registry import EMPTY_VAR_NAME, Call
 from .program import Block, Program, Variable
 
@@ -143,14 +144,21 @@ class Executor:
     in seconds (None: no limit), checked between the ops of block 0 and at
     each step of a `while`. Either limit ends the run with an
     ExecutionLimitError naming the op and the step reached.
+    `progress`, if given, is called as `progress(done, total, op_type)` before
+    each op of block 0 (the CLI draws its progress line with it).
     """
 
     def __init__(self, seed: int = 0, check_nan: bool = False, max_while_steps: int | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None,
+                 progress: Callable[[int, int, str], None] | None = None) -> None:
         self.rng = np.random.default_rng(_args.integer(seed, "seed", minimum=0, allow_none=True))
         self.check_nan = _args.flag(check_nan, "check_nan")
         self.max_while_steps = _args.integer(max_while_steps, "max_while_steps", minimum=1, allow_none=True)
         self.timeout = _args.number(timeout, "timeout", minimum=0, open_min=True, allow_none=True)
+        if progress is not None and not callable(progress):
+            raise ArgumentTypeError(f"progress must be a callable (done, total, op_type), "
+                                    f"not {type(progress).__name__}")
+        self.progress = progress
         self._deadline: float | None = None
         self._plans: dict[tuple, Any] = {}
         #: Peak bytes held by the run's scopes, when `track_memory` is on.
@@ -239,9 +247,11 @@ class Executor:
         opdef = registry.find(op.type)
         if opdef is None or opdef.kernel is None:
             supported = sum(1 for d in registry.all_ops().values() if d.kernel is not None)
+            paddle_cpu = paddle_runs_on_cpu(op.type, opdef.grad_of if opdef is not None else None)
+            why = ("; Paddle 3.3.1 has no CPU kernel for this op either" if paddle_cpu is False else "")
             raise ExecutionError(
                 f"{where(block.program.source, block.idx, index, op.type)}: no kernel for op type "
-                f"'{op.type}' ({supported} op types have kernels; `pybackward ops` lists them)")
+                f"'{op.type}' ({supported} op types have kernels; `pybackward ops` lists them){why}")
         outs = op.outputs
         out_items = []
         for slot, names in outs.items():
@@ -293,7 +303,11 @@ class Executor:
         find = scope.find
         rng, check_nan, track = self.rng, self.check_nan, self.track_memory
         timed = top and self._deadline is not None
-        for step in self._plan(block):
+        progress = self.progress if top else None
+        plan = self._plan(block)
+        for step in plan:
+            if progress is not None:
+                progress(step.index, len(plan), step.op_type)
             if timed and time.monotonic() > self._deadline:
                 raise ExecutionLimitError(f"{where(program.source, block.idx, step.index, step.op_type)}: "
                                           f"timed out before this op: the run took longer than its time "

@@ -159,8 +159,11 @@ def test_run_prints_and_writes_fetched_values(tmp_path):
     np.testing.assert_allclose(got["fc_0.w_0@GRAD"], want["fc_0.w_0@GRAD"], rtol=1e-5, atol=1e-6)
 
 
-def test_run_missing_feed_is_a_clear_error():
-    r = run("run", str(FIT), "--fetch", "mean_0.tmp_0")
+def test_run_missing_feed_is_a_clear_error(tmp_path):
+    import shutil
+    alone = tmp_path / "forward.pb"       # no params.npz / feeds.npz beside it
+    shutil.copy(FIT, alone)
+    r = run("run", str(alone), "--fetch", "mean_0.tmp_0", "--params", str(FIT.parent / "params.npz"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "block 0, op 0 (mul), var 'x': input 'X' has no value" in r.stderr
 
@@ -219,6 +222,10 @@ def test_ops_coverage_checks_every_paddle_op_type():
     rows = {row["type"]: row for row in data["ops"]}
     assert rows["matmul_v2"]["grad"] == "equal" and rows["matmul_v2"]["kernel"]
     assert rows["shape"]["grad"] == "empty" and rows["dequantize"]["grad"] == "none"
+    assert rows["relu"]["paddle_cpu"] and not rows["flash_attn"]["paddle_cpu"]
+    assert rows["sum"]["grad_ops"] == ["scale"] and rows["split"]["grad_kernel"] == "yes"
+    assert t["cpu"] == sum(row["paddle_cpu"] for row in data["ops"]) > 500
+    assert t["cpu_grad_kernels"] <= t["cpu_with_maker"] == 339
     r = run("ops", "--coverage")
     assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("764 op types: 384 with a grad maker, 384 equal")
 

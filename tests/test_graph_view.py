@@ -129,3 +129,36 @@ def test_png_sizes_stay_sane(tmp_path):
         assert r.exit_code == 0, r.output
         w, h = struct.unpack(">II", out.read_bytes()[16:24])
         assert max(w, h) < limit, (args, w, h)
+
+
+@pytest.mark.parametrize("name", ["nested_cond", "while_multi", "cond_in_while"])
+def test_html_cluster_outlines_hold_exactly_their_nodes(name):
+    g = graph_view.build_graph(pybackward.load(PROGRAMS / name / "backward.pb"), expand=True)
+    assert g.clusters, "the program has sub-blocks"
+    pos = html_view.layout(g)
+    bands = html_view.cluster_bands(g, pos)
+    assert set(bands) <= set(g.clusters) and bands
+
+    def inside(nid, rects):
+        x, y, w, h = pos[nid]
+        cx, cy = x + w / 2, y + h / 2
+        return any(rx <= cx <= rx + rw and ry <= cy <= ry + rh for rx, ry, rw, rh in rects)
+
+    def members(cid):
+        out = set()
+        for nid, n in g.nodes.items():
+            c = n.cluster
+            while c is not None:
+                if c == cid:
+                    out.add(nid)
+                    break
+                c = g.clusters[c].parent if c in g.clusters else None
+        return out
+
+    for cid, rects in bands.items():
+        mine = members(cid)
+        assert mine and all(inside(n, rects) for n in mine), cid
+        others = [n for n in g.nodes if n not in mine and n in pos]
+        assert not any(inside(n, rects) for n in others), (cid, [n for n in others if inside(n, rects)])
+    page = html_view.graph_to_html(g)
+    assert page.count('<g class="c"') == len(bands)

@@ -87,3 +87,17 @@ def test_while_whose_body_never_writes_its_condition_is_rejected():
     with pytest.raises(ProgramFileError, match=rf"w.pb: block 0, op \d+ \(while\), var '{cond}': the loop body "
                                                rf"\(block {sub}\) never writes its Condition"):
         pybackward.loads(d.SerializeToString(), source="w.pb")
+
+
+def test_an_op_paddle_cannot_run_on_cpu_says_so():
+    from pybackward.ops.paddle_data import paddle_runs_on_cpu
+    assert paddle_runs_on_cpu("flash_attn") is False and paddle_runs_on_cpu("relu") is True
+    assert paddle_runs_on_cpu("flash_attn_grad", grad_of="flash_attn") is False
+    assert paddle_runs_on_cpu("no_such_op") is None
+    d = pb.ProgramDesc()
+    d.ParseFromString((FIT / "forward.pb").read_bytes())
+    d.blocks[0].ops[3].type = "dequantize"  # declared by Paddle; GPU/oneDNN only
+    prog = pybackward.loads(d.SerializeToString(), source="p.pb")
+    with pytest.raises(ExecutionError, match=r"\(dequantize\): no kernel .* Paddle 3\.3\.1 has no CPU kernel "
+                                             r"for this op either$"):
+        Executor().run(prog, feed=dict(np.load(FIT / "feeds.npz")), scope=_scope())

@@ -68,3 +68,66 @@ def test_quiet_keeps_errors_and_silences_summaries(tmp_path):
     r = CliRunner().invoke(cli, ["gradients", "--target", "mean_0.tmp_0", "--input", "fc_0.w_0", "-q",
                                  str(FIT), str(tmp_path / "g.pb")])
     assert r.exit_code == 0 and r.stdout == "fc_0.w_0 -> fc_0.w_0@GRAD\n" and r.stderr == ""
+
+
+def test_run_and_check_read_the_values_beside_the_program(tmp_path):
+    import json
+    import shutil
+    import numpy as np
+    for name in ("backward.pb", "forward.pb", "params.npz", "feeds.npz"):
+        shutil.copy(PROGRAMS / "fit_a_line" / name, tmp_path / name)
+    prog = tmp_path / "backward.pb"
+    r = CliRunner().invoke(cli, ["run", str(prog), "--fetch", "fc_0.w_0@GRAD", "--json"])
+    assert r.exit_code == 0, r.output
+    want = np.load(PROGRAMS / "fit_a_line" / "grads.npz")["fc_0.w_0@GRAD"]
+    got = np.asarray(json.loads(r.stdout)["fetch"]["fc_0.w_0@GRAD"]["values"])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    r = CliRunner().invoke(cli, ["check", str(tmp_path / "forward.pb"), "--loss", "mean_0.tmp_0", "-q"])
+    assert r.exit_code == 0, r.output
+    (tmp_path / "params.npz").unlink()                      # nothing beside: the error says what to pass
+    r = CliRunner().invoke(cli, ["run", str(prog), "--fetch", "fc_0.w_0@GRAD"])
+    assert r.exit_code == 2 and "--params" in r.stderr and "params.npz" in r.stderr, r.stderr
+
+
+def test_run_draws_progress_per_op_through_the_interpreter():
+    import numpy as np
+    import pybackward
+    from pybackward.interpreter import Executor, Scope
+    seen = []
+    prog = pybackward.load(PROGRAMS / "fit_a_line" / "backward.pb")
+    scope = Scope()
+    for k, v in np.load(PROGRAMS / "fit_a_line" / "params.npz").items():
+        scope.set(k, v)
+    Executor(progress=lambda done, total, op: seen.append((done, total, op))).run(
+        prog, feed=dict(np.load(PROGRAMS / "fit_a_line" / "feeds.npz")), scope=scope)
+    n = len(prog.global_block().ops)
+    assert [d for d, _, _ in seen] == list(range(n)) and {t for _, t, _ in seen} == {n}
+    assert [o for _, _, o in seen] == [op.type for op in prog.global_block().ops]
+
+
+def test_progress_redraws_at_most_every_min_interval():
+    out, clock = FakeTTY(), FakeClock()
+    with Progress("run: op", stream=out, clock=clock, min_interval=0.1) as p:
+        clock.t += 2
+        for i in range(50):
+            p.update(i, "mul", total=50)
+            clock.t += 0.01
+    assert out.getvalue().count("\r") - 2 == 5              # 0.5 s of updates: 5 redraws, then cleared
+
+
+def test_convert_and_dot_speak_json(tmp_path):
+    import json
+    r = CliRunner().invoke(cli, ["convert", str(FIT), str(tmp_path / "p.pbtxt"), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "program" and doc["blocks"] == 1 and doc["ops"] > 0 and doc["output"].endswith("p.pbtxt")
+    r = CliRunner().invoke(cli, ["convert", str(PROGRAMS / "fit_a_line" / "params.npz"),
+                                 str(tmp_path / "p.pdparams"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["arrays"]["fc_0.w_0"] == {"dtype": "float32", "shape": [13, 1]}
+    r = CliRunner().invoke(cli, ["dot", str(FIT), "--json"])
+    doc = json.loads(r.stdout)
+    assert doc["dot"].startswith("digraph") and doc["nodes"] > 0 and doc["output"] is None
+    r = CliRunner().invoke(cli, ["dot", str(FIT), "-o", str(tmp_path / "p.html"), "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["output"] == str(tmp_path / "p.html")
+    assert (tmp_path / "p.html").exists()

@@ -136,13 +136,19 @@ def test_append_without_loss_uses_the_only_candidate_or_lists_them(tmp_path):
 
 
 # -- errors that name the fix ----------------------------------------------
-def test_missing_params_and_feeds_name_every_option():
-    msg = one_line_error(invoke("run", MLP / "m.pdmodel", "--fetch", LOSS))
+def test_run_reads_the_values_saved_beside_the_program():
+    r = invoke("run", MLP / "m.pdmodel", "--fetch", LOSS)          # m.pdparams and feeds.npz beside it
+    assert r.exit_code == 0 and r.stdout.startswith(f"{LOSS}: float32[]"), r.output
+
+
+def test_missing_params_and_feeds_name_every_option(tmp_path):
+    shutil.copy(MLP / "m.pdmodel", tmp_path / "m.pdmodel")               # nothing beside it
+    msg = one_line_error(invoke("run", tmp_path / "m.pdmodel", "--fetch", LOSS))
     assert "var 'x': input 'X' has no value" in msg
     for part in ("parameters fc_0.w_0 (float32[4, 8]), fc_0.b_0 (float32[8])", "fc_1.w_0", "--params FILE", ".pdparams", ".pdiparams",
                  "--startup", "feeds x (float32[-1, 4]), label (int64[-1, 1])", "--feeds", "--feed NAME=FILE.npy"):
         assert part in msg, part
-    msg = one_line_error(invoke("run", MLP / "m.pdmodel", "--fetch", LOSS, "--params", MLP / "m.pdparams",
+    msg = one_line_error(invoke("run", tmp_path / "m.pdmodel", "--fetch", LOSS, "--params", MLP / "m.pdparams",
                                 "--feeds", MLP / "inf_out.npz"))   # the wrong feeds file
     assert "parameters" not in msg and "feeds x (float32[-1, 4]), label (int64[-1, 1])" in msg
 

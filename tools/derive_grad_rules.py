@@ -19,6 +19,9 @@ plain function of the forward op - the grad ops as templates:
 A maker that does not carry the forward op's op_callstack / op_namescope
 (testdata/grad_makers/probe_callstack.py, callstack.json) gets them in "set"
 with the values `check_attrs()` gives: [] and "".
+Each op type also says whether Paddle 3.3.1 has a CPU kernel for it ("cpu")
+and for its grad ("grad_cpu"), from testdata/kernels/cpu_kernels.json
+(gen_cpu_kernels.py): the kernels pybackward owes.
 
 Sources: `I:S` / `O:S` the forward op's input / output slot S, `OG:S` the
 gradients of output slot S, `IG:S` the gradients of input slot S (dropped,
@@ -44,6 +47,8 @@ from pybackward.attrs import decode  # noqa: E402
 
 REC = ROOT / "testdata" / "grad_makers"
 OUT = ROOT / "pybackward" / "ops" / "paddle_ops.json"
+#: Which op types Paddle 3.3.1 runs on CPU (testdata/kernels/gen_cpu_kernels.py).
+CPU = ROOT / "testdata" / "kernels" / "cpu_kernels.json"
 PASS_ATTRS = {"op_role", "op_device"}  # set by the pass itself
 #: What check_attrs() gives an attr a maker did not carry (callstack.json).
 FRESH = {"op_callstack": (pb.AttrType.STRINGS, []), "op_namescope": (pb.AttrType.STRING, "")}
@@ -97,6 +102,7 @@ def main() -> None:
     fops = fwd.blocks[0].ops
     lod = json.loads((REC / "lod.json").read_text())
     fresh = json.loads((REC / "callstack.json").read_text())
+    cpu = json.loads(CPU.read_text())["ops"]
     by_op: dict[str, dict[str, dict]] = {}
     for c in cases:
         by_op.setdefault(c["op"], {})[c["variant"]] = c
@@ -106,7 +112,8 @@ def main() -> None:
         entry = {"inputs": [[s["name"], _flags(s)] for s in e["inputs"]],
                  "outputs": [[s["name"], _flags(s)] for s in e["outputs"]],
                  "defaults": [d for d in e["defaults"] if d[0] not in e["placeholders"]],
-                 "extras": e["extras"], "grad": e["grad"]}
+                 "extras": e["extras"], "grad": e["grad"],
+                 "cpu": bool(cpu.get(t, {}).get("cpu")), "grad_cpu": bool(cpu.get(t, {}).get("grad_cpu"))}
         if e["grad"] == "maker":
             variants = by_op.get(t, {})
             full = variants.get("full")

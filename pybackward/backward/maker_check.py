@@ -139,7 +139,8 @@ def coverage_rows(records: Path | str | None = None) -> list[dict]:
             "yes" if all(table.get(g) is not None and table[g].kernel is not None for g in grad_types)
             else "no")
         rows.append({"type": t, "family": d.family or "-", "grad": grad, "kernel": d.kernel is not None,
-                     "grad_kernel": grad_kernel, "grad_ops": grad_types})
+                     "grad_kernel": grad_kernel, "grad_ops": grad_types,
+                     "paddle_cpu": bool(entry.get("cpu"))})
     return rows
 
 
@@ -150,7 +151,14 @@ def _grad_types(d: registry.OpDef) -> list[str]:
     types = getattr(g, "grad_op_types", None)
     if types is not None:
         return [t for t, *_ in types()]
-    return []
+    if g is None:
+        return []
+    # A maker written as a function: the op types it declares it emits, else
+    # the ones Paddle's recorded maker emits (the records prove they agree).
+    emits = getattr(g, "emits", None)
+    if emits is None:
+        emits = [r["type"] for r in (paddle_ops().get(d.type) or {}).get("rule") or []]
+    return list(emits)
 
 
 def coverage_totals(rows: list[dict]) -> dict[str, int]:
@@ -163,4 +171,10 @@ def coverage_totals(rows: list[dict]) -> dict[str, int]:
             "none": sum(r["grad"] == "none" for r in rows),
             "sub_block": sum(r["grad"] == "sub-block" for r in rows),
             "kernels": sum(r["kernel"] for r in rows),
-            "grad_kernels": sum(r["grad_kernel"] == "yes" for r in makers)}
+            "grad_kernels": sum(r["grad_kernel"] == "yes" for r in makers),
+            # what Paddle 3.3.1 runs on CPU, and how much of it pybackward runs too
+            "cpu": sum(r["paddle_cpu"] for r in rows),
+            "cpu_kernels": sum(r["paddle_cpu"] and r["kernel"] for r in rows),
+            "cpu_with_maker": sum(r["paddle_cpu"] for r in makers),
+            "cpu_grad_kernels": sum(r["paddle_cpu"] and r["kernel"] and r["grad_kernel"] == "yes"
+                                    for r in makers)}

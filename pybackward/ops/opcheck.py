@@ -61,7 +61,8 @@ class OpGradResult:
 def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float = 1e-5,
                   atol: float = 1e-7, seed: int = 0) -> list[OpGradResult]:
     """Analytic grads (via the op's grad maker and grad kernels) vs central
-    differences of f(x) = sum over outputs of <v, out(x)>, in float64."""
+    differences of f(x) = sum over outputs of <v, out(x)>, in float64
+    (complex outputs and inputs: see `complex_cotangent`)."""
     rng = np.random.default_rng(seed)
     ins_names = {s: _names(s, len(a)) for s, a in sample.inputs.items()}
     values = {n: np.asarray(a) for s, arrs in sample.inputs.items() for n, a in zip(ins_names[s], arrs)}
@@ -79,6 +80,8 @@ def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float =
         for n, arr in zip(outs_names[s], fwd_out.get(s, [])):
             if np.issubdtype(arr.dtype, np.floating):
                 cot[n] = rng.standard_normal(arr.shape)
+            elif np.issubdtype(arr.dtype, np.complexfloating):
+                cot[n] = complex_cotangent(rng, arr.shape)
 
     scope = _backward(opdef, values, ins_names, outs_names, fwd_out, cot, sample.attrs)
     wrt = sample.wrt if sample.wrt is not None else tuple(
@@ -87,6 +90,11 @@ def check_op_grad(opdef: OpDef, sample: Sample, eps: float = 1e-6, rtol: float =
     for s in wrt:
         for n in ins_names[s]:
             x = values[n]
+            if np.issubdtype(x.dtype, np.complexfloating):
+                results.append(_check_complex_input(
+                    lambda vals: _objective(forward(vals), outs_names, cot), values, n,
+                    scope.get(n + GRAD_SUFFIX), f"{s}:{n}", eps, rtol, atol))
+                continue
             if not np.issubdtype(x.dtype, np.floating):
                 continue
             analytic = scope.get(n + GRAD_SUFFIX)
@@ -176,5 +184,47 @@ def _objective(out: dict[str, list[np.ndarray]], outs_names: dict[str, list[str]
     for s, names in outs_names.items():
         for n, arr in zip(names, out.get(s, [])):
             if n in cot:
-                total += float(np.sum(cot[n] * arr))
+                # Re(conj(cot) * out): for a real output, <cot, out>
+                total += float(np.sum(np.real(np.conj(cot[n]) * arr)))
     return total
+
+
+# --------------------------------------------------------------------------
+# Complex values
+# --------------------------------------------------------------------------
+# Paddle's gradient of a real loss L with respect to a complex z is
+# dL/dRe(z) + i dL/dIm(z) (checked on a live Paddle 3.3.1, dygraph and a
+# static fft_c2c program). So a complex output's cotangent c stands for the
+# loss Re(conj(c) * out) = Re(c) Re(out) + Im(c) Im(out), whose gradient
+# w.r.t. out is c itself - what Out@GRAD holds - and a complex input's
+# finite differences perturb its real and imaginary parts separately.
+def complex_cotangent(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """A random complex128 cotangent (real part drawn first, then imaginary)."""
+    re = rng.standard_normal(shape)
+    return re + 1j * rng.standard_normal(shape)
+
+
+def _check_complex_input(objective: Any, values: dict[str, np.ndarray], name: str,
+                         analytic: Any, label: str, eps: float, rtol: float,
+                         atol: float) -> OpGradResult:
+    """Central differences of the real objective along Re and Im of every
+    element of complex input `name`, as dL/dRe + i dL/dIm, vs `analytic`."""
+    x = values[name]
+    numeric = np.zeros(x.shape, np.complex128)
+    flat = numeric.reshape(-1)
+    for i in range(x.size):
+        for step in (eps, 1j * eps):
+            plus, minus = dict(values), dict(values)
+            xp, xm = x.copy(), x.copy()
+            xp.reshape(-1)[i] += step
+            xm.reshape(-1)[i] -= step
+            plus[name], minus[name] = xp, xm
+            d = (objective(plus) - objective(minus)) / (2 * eps)
+            flat[i] += d if step == eps else 1j * d
+    if analytic is None:
+        analytic = np.zeros_like(numeric)
+    analytic = np.asarray(analytic, dtype=np.complex128).reshape(x.shape)
+    err = np.abs(analytic - numeric)
+    rel = err / np.maximum(np.abs(numeric), 1e-12)
+    ok = bool(np.all(err <= atol + rtol * np.abs(numeric)))
+    return OpGradResult(label, float(err.max(initial=0.0)), float(rel.max(initial=0.0)), ok)

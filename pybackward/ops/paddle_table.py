@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import UnknownOpError
-from .paddle_data import paddle_op, paddle_ops
+from .paddle_data import grad_sets_lod_level, paddle_op, paddle_ops
 from .registry import GRAD_SUFFIX, FwdOp, GradOp, Kernel, OpDef, all_registered, register
 
 
@@ -157,4 +157,7 @@ def paddle_opdef(op_type: str, kernel: Kernel | None,
     fields.setdefault("inputs", tuple(s for s, _ in entry["inputs"]))
     fields.setdefault("outputs", tuple(s for s, _ in entry["outputs"]))
     fields.setdefault("intermediate_outputs", tuple(s for s, f in entry["outputs"] if "i" in f))
+    lod = grad_sets_lod_level(op_type)       # the op is also another op's grad op (c_identity's all_reduce)
+    if lod is not None:
+        fields.setdefault("sets_lod_level", lod)
     return OpDef(type=op_type, kernel=kernel, grad=grad, **fields)

@@ -314,8 +314,12 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def register(op: OpDef) -> OpDef:
     """Declare an op type (and, through its GradSpec, its grad op type)."""
-    if op.type in _REGISTRY:
+    known = _REGISTRY.get(op.type)
+    if known is not None and not _implied(known):
         raise ValueError(f"op type {op.type!r} registered twice")
+    if known is not None:   # declared in full after another op's grad implied it
+        op.kernel = op.kernel or known.kernel
+        op.sets_lod_level = known.sets_lod_level   # as Paddle's records say for it as a grad op
     if not op.family:
         source = op.kernel or op.grad
         op.family = getattr(source, "__module__", "").rpartition(".")[2]
@@ -343,6 +347,13 @@ def register(op: OpDef) -> OpDef:
             elif gdef.kernel is None and gtype in kernels:
                 gdef.kernel = kernels[gtype]
     return op
+
+
+def _implied(d: OpDef) -> bool:
+    """An entry made only because another op's grad emits this type (global_scatter's
+    grad is a global_gather, whose grad is a global_scatter): its own declaration,
+    made later, takes its place."""
+    return d.grad_of is not None and d.grad is None and d.samples is None and d.doc.startswith("gradient of ")
 
 
 def get(op_type: str) -> OpDef:

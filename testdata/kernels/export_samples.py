@@ -6,8 +6,8 @@ against Paddle's own CPU kernels in two steps:
 1. this script (pybackward's environment) writes, per op family,
    `testdata/kernels/<family>.samples.{json,npz}`: each sample's op type,
    attrs, input arrays, output slot counts, which inputs are differentiated,
-   and a fixed random cotangent for each float output (the loss is
-   sum over outputs of <cot, out>);
+   and a fixed random cotangent for each float or complex output (the loss
+   is sum over outputs of <cot, out>, Re(conj(cot) * out) for complex ones);
 2. `gen_kernel_refs.py` (Paddle's environment) runs each sample's op in a
    one-op program in float32 and float64, takes `paddle.static.gradients` of
    that loss, and writes `<family>.paddle.{json,npz}`.
@@ -66,10 +66,11 @@ def export(family: str, ops: list[str]) -> int:
                 flags = []
                 for k, arr in enumerate(outs.get(s, [])[:n]):
                     use = (s not in d.intermediate_outputs and isinstance(arr, np.ndarray)
-                           and arr.dtype.kind == "f")
+                           and arr.dtype.kind in "fc")
                     flags.append(use)
-                    if use:
-                        arrays[f"{name}|cot|{s}|{k}"] = rng.standard_normal(arr.shape)
+                    if use:  # a complex output's cotangent is complex (see opcheck.complex_cotangent)
+                        arrays[f"{name}|cot|{s}|{k}"] = (rng.standard_normal(arr.shape) if arr.dtype.kind == "f"
+                                                         else opcheck.complex_cotangent(rng, arr.shape))
                 loss[s] = flags
             for s, arrs in sample.inputs.items():
                 for k, a in enumerate(arrs):

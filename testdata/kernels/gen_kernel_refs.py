@@ -2,9 +2,11 @@
 
 Reads `<family>.samples.{json,npz}` (see export_samples.py) and writes
 `<family>.paddle.{json,npz}`: for each sample and each of float32 and float64
-(float inputs cast to it; integer inputs as they are), a one-op program built
-with `block.append_op` (legacy IR), the loss sum over outputs of
-<cot, out>, `paddle.static.gradients(loss, differentiated inputs)`, and
+(float inputs cast to it, complex ones to complex64 / complex128; integer
+inputs as they are), a one-op program built with `block.append_op` (legacy
+IR), the loss sum over outputs of <cot, out> (<as_real(cot), as_real(out)>
+for a complex output: its gradient is cot in Paddle's dL/dRe + i dL/dIm),
+`paddle.static.gradients(loss, differentiated inputs)`, and
 Paddle's Executor on CPU. Keys: `<case>|<dtype>|out|<slot>|<i>`,
 `<case>|<dtype>|grad|<slot>|<i>`; the JSON says per case and dtype what ran,
 or Paddle's error.
@@ -26,6 +28,8 @@ import paddle  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 DTYPES = ("float32", "float64")
+#: Complex inputs and outputs run in the complex type of each float precision.
+COMPLEX = {"float32": "complex64", "float64": "complex128"}
 #: Outputs Paddle requires to be the same var as an input (in-place updates).
 ALIAS = {"batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"},
          "sync_batch_norm": {"MeanOut": "Mean", "VarianceOut": "Variance"}}
@@ -84,8 +88,10 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
                 a = arrays[f"{name}|in|{slot}|{i}"]
                 if a.dtype.kind == "f":
                     a = a.astype(dtype)
+                elif a.dtype.kind == "c":
+                    a = a.astype(COMPLEX[dtype])
                 v = paddle.static.data(f"in_{slot}_{i}", list(a.shape), str(a.dtype))
-                v.stop_gradient = not (slot in case["wrt"] and a.dtype.kind == "f")
+                v.stop_gradient = not (slot in case["wrt"] and a.dtype.kind in "fc")
                 if not v.stop_gradient:
                     diff.append((slot, i, v))
                 feed[v.name] = a
@@ -101,6 +107,7 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
             fixed = OUT_DTYPE.get(case["op"], {}).get(slot)
             outs[slot] = [block.create_var(name=f"out_{slot}_{i}",
                                            dtype=fixed or (dtype if i >= len(ours) or ours[i].startswith("float")
+                                                           else COMPLEX[dtype] if ours[i].startswith("complex")
                                                            else ours[i])) for i in range(n)]
         block.append_op(type=case["op"], inputs=ins, outputs=outs, attrs=case["attrs"])
         terms = []
@@ -108,7 +115,13 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
             for i, use in enumerate(flags):
                 if use:
                     out = outs[slot][i]
-                    cot = arrays[f"{name}|cot|{slot}|{i}"].astype(paddle.base.data_feeder.convert_dtype(out.dtype))
+                    cot = arrays[f"{name}|cot|{slot}|{i}"]
+                    if cot.dtype.kind == "c":  # Re(conj(cot) * out) = <as_real(cot), as_real(out)>
+                        cot = np.stack([cot.real, cot.imag], axis=-1)
+                        real = block.create_var(name=f"as_real_{slot}_{i}", dtype=dtype)
+                        block.append_op(type="as_real", inputs={"X": [out]}, outputs={"Out": [real]})
+                        out = real
+                    cot = cot.astype(paddle.base.data_feeder.convert_dtype(out.dtype))
                     c = paddle.static.data(f"cot_{slot}_{i}", list(cot.shape), str(cot.dtype))
                     feed[c.name] = cot
                     prod = block.create_var(name=f"prod_{slot}_{i}", dtype=out.dtype)
