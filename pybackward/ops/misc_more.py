@@ -447,12 +447,12 @@ def _histogram(c: Call):
     keep = (flat >= lo) & (flat <= hi)
     pos = np.minimum(((flat[keep] - lo) * bins / (hi - lo)).astype(np.int64), bins - 1)
     counts = np.bincount(pos, weights=None if w is None else w[keep].astype(np.float64), minlength=bins)
-    if density:
+    if density:  # Paddle 3.3.1: a float32 Out with weights or density, whatever the input dtypes
         total = counts.sum()
         out = counts / total / ((hi - lo) / bins) if total else counts * np.nan
-        return {"Out": out.astype(np.float32 if x.dtype == np.float32 else np.float64)}
+        return {"Out": out.astype(np.float32)}
     if w is not None:
-        return {"Out": counts.astype(w.dtype)}
+        return {"Out": counts.astype(np.float32)}
     return {"Out": counts.astype(np.int64)}
 
 
@@ -461,7 +461,12 @@ def _histogram_samples(rng):
     return [Sample({"X": [x]}, {"bins": 5, "min": -1.0, "max": 1.0, "density": False}),
             Sample({"X": [x]}, {"bins": 4, "min": 0.0, "max": 0.0, "density": False}, note="range from X"),
             Sample({"X": [(rng.random(10) * 6).astype(np.int64)]}, {"bins": 3, "min": 0.0, "max": 5.0,
-                                                                     "density": False}, note="int64")]
+                                                                     "density": False}, note="int64"),
+            Sample({"X": [x]}, {"bins": 6, "min": -2.0, "max": 2.0, "density": True}, note="density"),
+            Sample({"X": [x], "Weight": [rng.random((4, 5))]}, {"bins": 5, "min": -1.5, "max": 1.5,
+                                                                 "density": False}, note="weights"),
+            Sample({"X": [x], "Weight": [rng.random((4, 5))]}, {"bins": 5, "min": -1.5, "max": 1.5,
+                                                                 "density": True}, note="weights, density")]
 
 
 _reg("histogram", _histogram, _histogram_samples, ("bins", "min", "max", "density"),
