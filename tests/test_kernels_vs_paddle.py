@@ -78,6 +78,12 @@ PADDLE_REFUSES = {
     **{f"einsum-{i}": "'...' equation: Paddle 3.3.1's legacy einsum op reads uninitialised label sizes for it "
                       "(garbage sizes in its error; its Python API writes letters and unsqueezes instead, as "
                       "einsum-10); dygraph paddle.einsum gives pybackward's values and gradients to 1e-15" for i in (11, 12)},
+    # family optimizer / misc_more: float32-only Paddle kernels (float32 checked by tests/test_ops_optimizer.py)
+    **{f"ftrl-{i}": "Paddle 3.3.1 registers ftrl for float32 only" for i in range(2)},
+    "decayed_adagrad-0": "Paddle 3.3.1 registers decayed_adagrad for float32 only",
+    **{f"clip_by_norm-{i}": "Paddle 3.3.1 registers clip_by_norm for float32 only" for i in range(2)},
+    **{f"auc-{i}": "Paddle 3.3.1 registers auc for float32 only (checked by tests/test_ops_optimizer.py)"
+       for i in range(2)},
     # complex / fft families
     **{f"stft-{i}": "onesided=False: Paddle 3.3.1's CPU stft kernel allocates its one-sided spectrum as "
                     "real and fails reading it as complex (float32 and float64); onesided=True is compared"
