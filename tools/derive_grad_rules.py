@@ -21,7 +21,8 @@ A maker that does not carry the forward op's op_callstack / op_namescope
 with the values `check_attrs()` gives: [] and "".
 Each op type also says whether Paddle 3.3.1 has a CPU kernel for it ("cpu")
 and for its grad ("grad_cpu"), from testdata/kernels/cpu_kernels.json
-(gen_cpu_kernels.py): the kernels pybackward owes.
+(gen_cpu_kernels.py; a registered kernel that cannot run does not count):
+the kernels pybackward owes.
 
 Sources: `I:S` / `O:S` the forward op's input / output slot S, `OG:S` the
 gradients of output slot S, `IG:S` the gradients of input slot S (dropped,
@@ -113,7 +114,8 @@ def main() -> None:
                  "outputs": [[s["name"], _flags(s)] for s in e["outputs"]],
                  "defaults": [d for d in e["defaults"] if d[0] not in e["placeholders"]],
                  "extras": e["extras"], "grad": e["grad"],
-                 "cpu": bool(cpu.get(t, {}).get("cpu")), "grad_cpu": bool(cpu.get(t, {}).get("grad_cpu"))}
+                 "cpu": bool(cpu.get(t, {}).get("cpu")) and "cannot_run" not in cpu.get(t, {}),
+                 "grad_cpu": bool(cpu.get(t, {}).get("grad_cpu")) and "cannot_run" not in cpu.get(t, {})}
         if e["grad"] == "maker":
             variants = by_op.get(t, {})
             full = variants.get("full")

@@ -2,7 +2,8 @@
 
 Writes cpu_kernels.json: for every op type Paddle knows (core.get_all_op_protos()), whether a plain CPU kernel
 is registered for the op type itself (legacy registry) or for the phi kernel the op type maps to
-(core._get_phi_kernel_name), and the dtypes it has. pybackward's `ops --coverage` reads this file to say which op
+(core._get_phi_kernel_name), and the dtypes it has; and, for the op types in
+CPU_KERNEL_CANNOT_RUN, why that kernel does not run after all. pybackward's `ops --coverage` reads this file to say which op
 types a kernel is owed for; the file is data, pybackward never imports Paddle.
 
     FLAGS_enable_pir_api=0 python testdata/kernels/gen_cpu_kernels.py
@@ -17,6 +18,32 @@ import paddle  # noqa: E402
 
 paddle.enable_static()
 from paddle.base import core  # noqa: E402
+
+#: Op types whose registered CPU kernel cannot run: it only raises, or needs a
+#: communicator / layout the CPU executor does not give it. Facts read from
+#: Paddle 3.3.1's kernel sources and seen on a live Paddle by the kernel
+#: generators (testdata/kernels/*.paddle.json hold the errors); such an op
+#: counts as not run on CPU by Paddle.
+CPU_KERNEL_CANNOT_RUN = {
+    "c_identity": "its CPU kernel raises 'Do not support c_identity for cpu kernel now'",
+    "c_softmax_with_cross_entropy": "its CPU kernel raises 'Do not support ... for cpu kernel now'",
+    "c_softmax_with_multi_label_cross_entropy": "its CPU kernel raises 'Do not support ... for cpu kernel now'",
+    "cudnn_lstm": "its CPU kernel raises 'CPU is not support for cudnn_lstm now'",
+    "mp_allreduce_sum": "needs an NCCL communicator, even on CPU",
+    "batch_fc": "its CPU kernel raises: GPU only",
+    "rank_attention": "its CPU kernel raises: GPU only",
+    "fused_softmax_mask_upper_triangle": "its CPU kernel raises: GPU only",
+    "margin_cross_entropy": "its CPU kernel raises",
+    "correlation": "its CPU kernel raises",
+    "number_count": "its CPU kernel refuses to run",
+    "assign_pos": "its CPU kernel refuses to run",
+    "limit_by_capacity": "its CPU kernel refuses to run",
+    "prune_gate_by_capacity": "its CPU kernel refuses to run",
+    "random_routing": "its CPU kernel refuses to run",
+    "view_dtype": "the legacy executor has no kernel for it (strided layout only)",
+    "as_strided": "the legacy executor has no kernel for it (strided layout only)",
+    "index_select_strided": "the legacy executor has no kernel for it (strided layout only)",
+}
 
 _KEY = re.compile(r"data_type\[([^\]]*)\]; data_layout\[([^\]]*)\]; place\[([^\]]*)\]; library_type\[([^\]]*)\]")
 
@@ -45,6 +72,8 @@ def main(path):
         grad_phi = core._get_phi_kernel_name(grad_t) or grad_t
         gdtypes = sorted(set(cpu_dtypes(registered.get(grad_t, []))) | set(cpu_dtypes(registered.get(grad_phi, []))))
         table[t] = {"phi": phi, "cpu": dtypes, "grad_cpu": gdtypes}
+        if t in CPU_KERNEL_CANNOT_RUN:
+            table[t]["cannot_run"] = CPU_KERNEL_CANNOT_RUN[t]
     with open(path, "w") as f:
         json.dump({"paddle": paddle.__version__, "ops": table}, f, indent=1, sort_keys=True)
         f.write("\n")
