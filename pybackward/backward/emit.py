@@ -60,6 +60,65 @@ def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD
         desc.inputs.add(parameter=slot, arguments=g.inputs[slot])
     for slot in sorted(g.outputs):
         desc.outputs.add(parameter=slot, arguments=g.outputs[slot])
+    # The attrs depend only on (type, base attrs' bytes, overrides, role):
+    # the same grad op type over equal forward attrs (every layer's `mul`)
+    # gets the same attr list, so it is built once and merged from its bytes.
+    key = _attrs_key(g, role)
+    if key is None:
+        _fill_attrs(desc, g, role)
+        return
+    data = _ATTR_BYTES.get(key)
+    if data is None:
+        scratch = pb.OpDesc()
+        _fill_attrs(scratch, g, role)
+        data = scratch.SerializePartialToString()
+        if len(_ATTR_BYTES) >= _ATTR_BYTES_MAX:
+            _ATTR_BYTES.clear()
+        _ATTR_BYTES[key] = data
+    desc.MergeFromString(data)
+
+
+_ATTR_BYTES: dict[tuple, bytes] = {}
+_ATTR_BYTES_MAX = 20000
+_PLAIN = frozenset((int, float, bool, str, type(None)))
+
+
+def _plain(v: Any) -> bool:
+    """A value whose repr says exactly how it encodes (no float subclasses,
+    NumPy scalars or arrays, whose reprs may hide a difference)."""
+    t = type(v)
+    if t in _PLAIN:
+        return True
+    if t is list or t is tuple:
+        return all(type(e) in _PLAIN or ((type(e) is list or type(e) is tuple)
+                                         and all(type(x) in _PLAIN for x in e)) for e in v)
+    return False
+
+
+def _attrs_key(g: GradOp, role: int | None) -> tuple | None:
+    """The cache key of g's attr list, or None when it cannot be keyed: base
+    attrs whose bytes the maker's caller did not record (`g.base_key`, set
+    by `grad_ops.make_op_grads`), or an override that is not a plain value."""
+    base = g.base_attrs
+    if base:
+        bk = g.__dict__.get("base_key")
+        if bk is None or bk[0] is not base:
+            return None
+        base_bytes = bk[1]
+    else:
+        base_bytes = b""
+    ov = g.attrs
+    if ov:
+        for v in ov.values():
+            if not _plain(v):
+                return None
+        ov_key = repr(ov)
+    else:
+        ov_key = ""
+    return (g.type, g.fresh, role, base_bytes, ov_key)
+
+
+def _fill_attrs(desc: pb.OpDesc, g: GradOp, role: int | None) -> None:
     overrides = dict(g.attrs)
     if role is not None:
         overrides[OP_ROLE_ATTR] = (role, _INT)

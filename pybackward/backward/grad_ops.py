@@ -69,17 +69,45 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
     if opdef is None:
         raise UnknownOpError(f"{where(op.block.program.source, op.block.idx, op_type=op.type)}: "
                              f"unknown op type '{op.type}' on the gradient path")
+    view = _fwd_view(op, no_grad, grad_blocks)
     try:
-        grads = opdef.make_grad(_fwd_view(op, no_grad, grad_blocks))
+        grads = opdef.make_grad(view)
     except UnknownOpError as e:
         raise UnknownOpError(f"{where(op.block.program.source, op.block.idx, op.idx, op.type)}: {e}") from None
     device = op.attr(OP_DEVICE_ATTR)
+    base = view.attrs_desc
+    base_key = None
     for g in grads:
+        if g.base_attrs is base:
+            # emit.fill_op_desc keys its attr cache by these bytes
+            if base_key is None:
+                base_key = (base, _attr_bytes(op.desc))
+            g.base_key = base_key
         g.inputs = dict(sorted(g.inputs.items()))
         g.outputs = dict(sorted(g.outputs.items()))
         if device is not None:
             g.attrs[OP_DEVICE_ATTR] = device
     return grads
+
+
+def _attr_bytes(desc: pb.OpDesc) -> bytes:
+    """The wire bytes of an OpDesc's attrs (and anything after them): its
+    serialization minus the leading inputs, outputs and type fields (upb
+    writes fields in field-number order: 1 inputs, 2 outputs, 3 type, 4 attrs)."""
+    data = desc.SerializePartialToString()
+    pos, n = 0, len(data)
+    while pos < n and data[pos] in (0x0A, 0x12, 0x1A):
+        pos += 1
+        length = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            length |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        pos += length
+    return data[pos:]
 
 
 def grad_op_descs(op: Operator, no_grad_set: Iterable[str | Variable] = (),
