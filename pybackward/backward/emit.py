@@ -406,16 +406,30 @@ def find_var_desc(block: Block, name: str,
     return None
 
 
+_GRAD_VAR_TYPES: dict[bytes, bytes] = {}
+
+
 def _grad_var_desc(block: Block, name: str,
                    pending: dict[int, dict[str, pb.VarDesc]] | None = None) -> pb.VarDesc:
     desc = pb.VarDesc(name=name)
     fwd = find_var_desc(block, strip_grad_suffix(name), pending)
     if fwd is not None:
-        desc.type.CopyFrom(fwd.type)
-        # Shape inference decides the LoD level, not the forward var.
-        for field in ("dense_tensor", "tensor_array"):
-            if desc.type.HasField(field):
-                getattr(desc.type, field).ClearField("legacy_lod_level")
+        # The grad var's type is the forward var's without its LoD level
+        # (shape inference decides that); made once per distinct type.
+        key = fwd.type.SerializePartialToString()
+        data = _GRAD_VAR_TYPES.get(key)
+        if data is None:
+            t = pb.VarType()
+            t.CopyFrom(fwd.type)
+            for field in ("dense_tensor", "tensor_array"):
+                if t.HasField(field):
+                    getattr(t, field).ClearField("legacy_lod_level")
+            data = t.SerializePartialToString()
+            if len(_GRAD_VAR_TYPES) >= 10000:
+                _GRAD_VAR_TYPES.clear()
+            _GRAD_VAR_TYPES[key] = data
+        desc.type.SetInParent()
+        desc.type.MergeFromString(data)
     else:
         # Paddle warns and falls back to FP32 when the forward var is unknown.
         desc.type.type = pb.VarType.DENSE_TENSOR
