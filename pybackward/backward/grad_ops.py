@@ -141,16 +141,23 @@ def grad_to_var(op: Operator, grads: list[GradOp]) -> dict[str, str]:
     A maker may record the map itself on its grad op (`g.grad_to_var`), where
     Paddle's records more than the op's final slots show (while_grad: grads
     it then replaces with @EMPTY@)."""
-    fwd_args = set(op.input_arg_names) | set(op.output_arg_names)
+    fwd_args: set[str] | None = None
     out: dict[str, str] = {}
+    cut = -len(GRAD_SUFFIX)
     for g in grads:
         explicit = g.grad_to_var
         if explicit is not None:
             out.update(explicit)
             continue
-        for name in list(g.input_args()) + list(g.output_args()):
-            if name.endswith(GRAD_SUFFIX) and name[: -len(GRAD_SUFFIX)] in fwd_args:
-                out[name] = name[: -len(GRAD_SUFFIX)]
+        for slots in (g.inputs, g.outputs):
+            for args in slots.values():
+                for name in args:
+                    if name.endswith(GRAD_SUFFIX):
+                        if fwd_args is None:
+                            fwd_args = set(op.input_arg_names)
+                            fwd_args.update(op.output_arg_names)
+                        if name[:cut] in fwd_args:
+                            out[name] = name[:cut]
     return out
 
 
