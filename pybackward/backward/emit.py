@@ -267,24 +267,35 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
     pending = {} if _pending is None else _pending
     created: dict[str, pb.VarDesc] = pending.setdefault(block.idx, {})
 
-    def exists(name: str) -> bool:
-        return name in created or find_var_desc(block, name, pending) is not None
+    if block.idx == 0 and block.forward_block_idx == -1:
+        # find_var_desc's fast case: the block's own vars and those created here
+        own = block.vars
 
+        def exists(name: str) -> bool:
+            return name in created or (name in own and name != EMPTY_VAR_NAME)
+    else:
+        def exists(name: str) -> bool:
+            return name in created or find_var_desc(block, name, pending) is not None
+
+    opdefs: dict[str, Any] = {}
     remove: list[int] = []
     for i in range(start, len(block.ops)):
         op = block.ops[i]
         if op.sub_block is not None:
             create_grad_vars(program.block(op.sub_block), 0, grad_to_var, grad_info, parent_ops, pending)
         ins = op.input_arg_names
-        outs = [n for n in op.output_arg_names if n != EMPTY_VAR_NAME]
-        if not outs:
+        out_args = op.output_arg_names
+        if all(n == EMPTY_VAR_NAME for n in out_args):
             remove.append(i)
             continue
         grad_ins = [n for n in ins if GRAD_SUFFIX in n]
         if grad_ins and not any(exists(n) or n in loop_vars for n in grad_ins):
             remove.append(i)
             continue
-        opdef = registry.find(op.type)
+        op_type = op.type
+        opdef = opdefs.get(op_type, _UNSEEN)
+        if opdef is _UNSEEN:
+            opdef = opdefs[op_type] = registry.find(op_type)
         for slot in (opdef.trims_missing_inputs if opdef is not None else ()):
             kept = [n for n in op.input(slot) if exists(n)]
             if not kept:
@@ -297,9 +308,10 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
             if name == EMPTY_VAR_NAME:
                 continue
             if not exists(name):
-                created[name] = _grad_var_desc(block, name, pending)
+                created[name] = _grad_var_desc(block, name, pending, sets_lod)
                 if name in grad_to_var:
                     grad_info[grad_to_var[name]] = (name, block)
+                continue  # its LoD level is set already
             if sets_lod:
                 # Shape inference shares the LoD onto every output it finds,
                 # new or not - also a var of an enclosing block, as when a
@@ -406,17 +418,21 @@ def find_var_desc(block: Block, name: str,
     return None
 
 
-_GRAD_VAR_TYPES: dict[bytes, bytes] = {}
+_GRAD_VAR_TYPES: dict[tuple[bytes, bool], bytes] = {}
+_UNSEEN = object()
 
 
 def _grad_var_desc(block: Block, name: str,
-                   pending: dict[int, dict[str, pb.VarDesc]] | None = None) -> pb.VarDesc:
+                   pending: dict[int, dict[str, pb.VarDesc]] | None = None,
+                   lod_level: bool = False) -> pb.VarDesc:
+    """A new grad var typed like its forward var (FP32 if there is none);
+    with `lod_level`, the LoD level shape inference writes (`_set_lod_level`)."""
     desc = pb.VarDesc(name=name)
     fwd = find_var_desc(block, strip_grad_suffix(name), pending)
     if fwd is not None:
         # The grad var's type is the forward var's without its LoD level
         # (shape inference decides that); made once per distinct type.
-        key = fwd.type.SerializePartialToString()
+        key = (fwd.type.SerializePartialToString(), lod_level)
         data = _GRAD_VAR_TYPES.get(key)
         if data is None:
             t = pb.VarType()
@@ -424,6 +440,11 @@ def _grad_var_desc(block: Block, name: str,
             for field in ("dense_tensor", "tensor_array"):
                 if t.HasField(field):
                     getattr(t, field).ClearField("legacy_lod_level")
+            if lod_level:  # as _set_lod_level does on a VarDesc
+                if t.type == pb.VarType.DENSE_TENSOR:
+                    t.dense_tensor.legacy_lod_level = 0
+                elif t.type == pb.VarType.DENSE_TENSOR_ARRAY:
+                    t.tensor_array.legacy_lod_level = 0
             data = t.SerializePartialToString()
             if len(_GRAD_VAR_TYPES) >= 10000:
                 _GRAD_VAR_TYPES.clear()
@@ -434,5 +455,7 @@ def _grad_var_desc(block: Block, name: str,
         # Paddle warns and falls back to FP32 when the forward var is unknown.
         desc.type.type = pb.VarType.DENSE_TENSOR
         desc.type.dense_tensor.tensor.data_type = pb.VarType.FP32
+        if lod_level:
+            _set_lod_level(desc)
     desc.stop_gradient = False
     return desc

@@ -74,20 +74,32 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
         grads = opdef.make_grad(view)
     except UnknownOpError as e:
         raise UnknownOpError(f"{where(op.block.program.source, op.block.idx, op.idx, op.type)}: {e}") from None
-    device = op.attr(OP_DEVICE_ATTR)
+    if not grads:
+        return grads
+    # The attr bytes key emit.fill_op_desc's cache, and the device read once
+    # per distinct attr list rather than by a scan of every op's attrs.
+    tail = _attr_bytes(op.desc)
+    device = _DEVICES.get(tail, _UNSEEN)
+    if device is _UNSEEN:
+        device = op.attr(OP_DEVICE_ATTR)
+        if device is None or type(device) is str:
+            if len(_DEVICES) >= 20000:
+                _DEVICES.clear()
+            _DEVICES[tail] = device
     base = view.attrs_desc
-    base_key = None
+    base_key = (base, tail)
     for g in grads:
         if g.base_attrs is base:
-            # emit.fill_op_desc keys its attr cache by these bytes
-            if base_key is None:
-                base_key = (base, _attr_bytes(op.desc))
             g.base_key = base_key
         g.inputs = dict(sorted(g.inputs.items()))
         g.outputs = dict(sorted(g.outputs.items()))
         if device is not None:
             g.attrs[OP_DEVICE_ATTR] = device
     return grads
+
+
+_DEVICES: dict[bytes, str | None] = {}
+_UNSEEN = object()
 
 
 def _attr_bytes(desc: pb.OpDesc) -> bytes:
