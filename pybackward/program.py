@@ -115,7 +115,7 @@ class Operator:
     `rename_output` (or call `Block.sync()` after editing `desc` directly).
     """
 
-    __slots__ = ("block", "desc", "_in_args", "_out_args", "_sub_block", "_ins", "_outs")
+    __slots__ = ("block", "desc", "_in_args", "_out_args", "_sub_block")
 
     def __init__(self, block: "Block", desc: pb.OpDesc) -> None:
         self.block = block
@@ -123,8 +123,6 @@ class Operator:
         self._in_args: tuple[str, ...] | None = None
         self._out_args: tuple[str, ...] | None = None
         self._sub_block: int | None | bool = False  # False: not looked up yet
-        self._ins: dict[str, tuple[str, ...]] | None = None   # slot -> args, read with _in_args
-        self._outs: dict[str, tuple[str, ...]] | None = None
 
     @property
     def sub_block(self) -> int | None:
@@ -181,26 +179,22 @@ class Operator:
     def input_arg_names(self) -> tuple[str, ...]:
         """Every input argument, slot by slot."""
         if self._in_args is None:
-            self._ins, self._in_args = _read_slots(self.desc.inputs)
+            self._in_args = tuple(a for v in self.desc.inputs for a in v.arguments)
         return self._in_args
 
     @property
     def output_arg_names(self) -> tuple[str, ...]:
         if self._out_args is None:
-            self._outs, self._out_args = _read_slots(self.desc.outputs)
+            self._out_args = tuple(a for v in self.desc.outputs for a in v.arguments)
         return self._out_args
 
     @property
     def inputs(self) -> dict[str, list[str]]:
-        if self._in_args is None or self._ins is None:
-            self._ins, self._in_args = _read_slots(self.desc.inputs)
-        return {k: list(v) for k, v in self._ins.items()}
+        return {v.parameter: list(v.arguments) for v in self.desc.inputs}
 
     @property
     def outputs(self) -> dict[str, list[str]]:
-        if self._out_args is None or self._outs is None:
-            self._outs, self._out_args = _read_slots(self.desc.outputs)
-        return {k: list(v) for k, v in self._outs.items()}
+        return {v.parameter: list(v.arguments) for v in self.desc.outputs}
 
     def rename_input(self, old: str, new: str) -> None:
         _rename_args(self.desc.inputs, old, new)
@@ -256,18 +250,6 @@ class Operator:
         ins = ", ".join(f"{k}={v}" for k, v in self.inputs.items())
         outs = ", ".join(f"{k}={v}" for k, v in self.outputs.items())
         return f"Operator({outs} = {self.type}({ins}))"
-
-
-def _read_slots(vars_: Iterable[pb.OpDesc.Var]) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
-    """Slot -> arguments (a repeated slot name: the last one) and every
-    argument in order, read from the protobuf in one pass."""
-    slots: dict[str, tuple[str, ...]] = {}
-    flat: list[str] = []
-    for v in vars_:
-        args = tuple(v.arguments)
-        slots[v.parameter] = args
-        flat.extend(args)
-    return slots, tuple(flat)
 
 
 def _rename_args(vars_: Iterable[pb.OpDesc.Var], old: str, new: str) -> None:
