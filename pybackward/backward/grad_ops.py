@@ -79,13 +79,15 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
     # The attr bytes key emit.fill_op_desc's cache, and the device read once
     # per distinct attr list rather than by a scan of every op's attrs.
     tail = _attr_bytes(op.desc)
-    device = _DEVICES.get(tail, _UNSEEN)
-    if device is _UNSEEN:
+    seen = _DEVICES.get(tail)
+    if seen is None:
         device = op.attr(OP_DEVICE_ATTR)
         if device is None or type(device) is str:
             if len(_DEVICES) >= 20000:
                 _DEVICES.clear()
-            _DEVICES[tail] = device
+            _DEVICES[tail] = (tail, device)
+    else:
+        tail, device = seen  # one bytes object per distinct attr list (memory)
     base = view.attrs_desc
     base_key = (base, tail)
     for g in grads:
@@ -98,8 +100,7 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
     return grads
 
 
-_DEVICES: dict[bytes, str | None] = {}
-_UNSEEN = object()
+_DEVICES: dict[bytes, tuple[bytes, str | None]] = {}
 
 
 def _attr_bytes(desc: pb.OpDesc) -> bytes:
