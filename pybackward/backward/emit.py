@@ -102,7 +102,9 @@ def _attrs_key(g: GradOp, role: int | None) -> tuple | None:
     base = g.base_attrs
     if base:
         bk = g.__dict__.get("base_key")
-        if bk is None or bk[0] is not base:
+        # (a changed attr count: someone edited the forward op after its
+        # grads were made; its recorded bytes are stale)
+        if bk is None or bk[0] is not base or len(base) != bk[2]:
             return None
         base_bytes = bk[1]
     else:

@@ -89,7 +89,7 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
     else:
         tail, device = seen  # one bytes object per distinct attr list (memory)
     base = view.attrs_desc
-    base_key = (base, tail)
+    base_key = (base, tail, len(base))
     for g in grads:
         if g.base_attrs is base:
             g.base_key = base_key
