@@ -127,6 +127,12 @@ class Operator:
     def sub_block(self) -> int | None:
         """The index named by the `sub_block` attr (conditional_block, while, ...), or None."""
         if self._sub_block is False:
+            # Most ops have no such attr: their bytes, serialised in C, say so
+            # faster than a scan of the attr messages (never wrongly: an op
+            # with the attr always holds its name's bytes).
+            if b"\n\tsub_block" not in self.desc.SerializePartialToString():
+                self._sub_block = None
+                return None
             a = self._find_attr("sub_block")
             self._sub_block = None if a is None else a.block_idx
         return self._sub_block  # type: ignore[return-value]

@@ -80,14 +80,15 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
     # included) fixes where its final accumulation comes among the others.
     mentioned: dict[str, None] = {}
     for idx, op in enumerate(ops):
-        for name in list(op.input_args()):
-            if GRAD_SUFFIX in name:
-                mentioned.setdefault(name)
-                if len(versions.get(name, ())) > 1:
-                    accumulate(name, idx)
-        in_args = set(op.input_args())
-        op_device = _device(op)
-        slots = sorted(op.outputs)
+        # (accumulating or renaming never touches this op's own inputs)
+        grad_ins = [n for args in op.inputs.values() for n in args if GRAD_SUFFIX in n]
+        for name in grad_ins:
+            mentioned.setdefault(name)
+            if len(versions.get(name, ())) > 1:
+                accumulate(name, idx)
+        in_args = set(grad_ins) if len(grad_ins) > 4 else grad_ins
+        op_device = None
+        slots = sorted(op.outputs) if len(op.outputs) > 1 else list(op.outputs)
         for si, slot in enumerate(slots):
             args = op.outputs[slot]
             for ai, name in enumerate(args):
@@ -112,13 +113,15 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
                 counter[name] += 1
                 args[ai] = new
                 seen.append(new)
+                if op_device is None:
+                    op_device = _device(op)
                 device[name] = op_device
-        for name in op.input_args():
-            if GRAD_SUFFIX in name:
-                refs[name].append(idx)
-        for name in op.output_args():
-            if GRAD_SUFFIX in name:
-                refs[name].append(idx)
+        for name in grad_ins:
+            refs[name].append(idx)
+        for args in op.outputs.values():
+            for name in args:
+                if GRAD_SUFFIX in name:
+                    refs[name].append(idx)
 
     for var in mentioned:
         if len(versions.get(var, ())) > 1:

@@ -86,7 +86,8 @@ def refuse_forward_vars_in_grad_namespace(program: Program) -> None:
     would add its own gradient into that var (Paddle: every gradient 4x)."""
     for b in program.blocks:
         for i, op in enumerate(b.ops):
-            if op.attr(OP_ROLE_ATTR, 0) & 1:
+            # (names first: the role is an attr scan, and few ops write @GRAD names)
+            if not any(GRAD_SUFFIX in n for n in op.output_arg_names) or op.attr(OP_ROLE_ATTR, 0) & 1:
                 continue
             for n in op.output_arg_names:
                 if GRAD_SUFFIX in n and b.find_var_recursive(strip_grad_suffix(n)) is not None \

@@ -69,17 +69,58 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
     if opdef is None:
         raise UnknownOpError(f"{where(op.block.program.source, op.block.idx, op_type=op.type)}: "
                              f"unknown op type '{op.type}' on the gradient path")
+    view = _fwd_view(op, no_grad, grad_blocks)
     try:
-        grads = opdef.make_grad(_fwd_view(op, no_grad, grad_blocks))
+        grads = opdef.make_grad(view)
     except UnknownOpError as e:
         raise UnknownOpError(f"{where(op.block.program.source, op.block.idx, op.idx, op.type)}: {e}") from None
-    device = op.attr(OP_DEVICE_ATTR)
+    if not grads:
+        return grads
+    # The attr bytes key emit.fill_op_desc's cache, and the device read once
+    # per distinct attr list rather than by a scan of every op's attrs.
+    tail = _attr_bytes(op.desc)
+    seen = _DEVICES.get(tail)
+    if seen is None:
+        device = op.attr(OP_DEVICE_ATTR)
+        if device is None or type(device) is str:
+            if len(_DEVICES) >= 20000:
+                _DEVICES.clear()
+            _DEVICES[tail] = (tail, device)
+    else:
+        tail, device = seen  # one bytes object per distinct attr list (memory)
+    base = view.attrs_desc
+    base_key = (base, tail, len(base))
     for g in grads:
+        if g.base_attrs is base:
+            g.base_key = base_key
         g.inputs = dict(sorted(g.inputs.items()))
         g.outputs = dict(sorted(g.outputs.items()))
         if device is not None:
             g.attrs[OP_DEVICE_ATTR] = device
     return grads
+
+
+_DEVICES: dict[bytes, tuple[bytes, str | None]] = {}
+
+
+def _attr_bytes(desc: pb.OpDesc) -> bytes:
+    """The wire bytes of an OpDesc's attrs (and anything after them): its
+    serialization minus the leading inputs, outputs and type fields (upb
+    writes fields in field-number order: 1 inputs, 2 outputs, 3 type, 4 attrs)."""
+    data = desc.SerializePartialToString()
+    pos, n = 0, len(data)
+    while pos < n and data[pos] in (0x0A, 0x12, 0x1A):
+        pos += 1
+        length = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            length |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        pos += length
+    return data[pos:]
 
 
 def grad_op_descs(op: Operator, no_grad_set: Iterable[str | Variable] = (),
@@ -113,16 +154,23 @@ def grad_to_var(op: Operator, grads: list[GradOp]) -> dict[str, str]:
     A maker may record the map itself on its grad op (`g.grad_to_var`), where
     Paddle's records more than the op's final slots show (while_grad: grads
     it then replaces with @EMPTY@)."""
-    fwd_args = set(op.input_arg_names) | set(op.output_arg_names)
+    fwd_args: set[str] | None = None
     out: dict[str, str] = {}
+    cut = -len(GRAD_SUFFIX)
     for g in grads:
         explicit = g.grad_to_var
         if explicit is not None:
             out.update(explicit)
             continue
-        for name in list(g.input_args()) + list(g.output_args()):
-            if name.endswith(GRAD_SUFFIX) and name[: -len(GRAD_SUFFIX)] in fwd_args:
-                out[name] = name[: -len(GRAD_SUFFIX)]
+        for slots in (g.inputs, g.outputs):
+            for args in slots.values():
+                for name in args:
+                    if name.endswith(GRAD_SUFFIX):
+                        if fwd_args is None:
+                            fwd_args = set(op.input_arg_names)
+                            fwd_args.update(op.output_arg_names)
+                        if name[:cut] in fwd_args:
+                            out[name] = name[:cut]
     return out
 
 

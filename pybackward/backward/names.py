@@ -27,6 +27,8 @@ def strip_grad_suffix(name: str) -> str:
     z@GRAD_slice_0@GRAD -> z@GRAD_slice_0; grad/grad/z@GRAD@RENAME@block0@1@GRAD -> z;
     x@GRAD_0 -> x@GRAD_0 (unchanged).
     """
+    if name.endswith(GRAD_SUFFIX) and name.find("@GRA") == len(name) - 5 and "grad/" not in name:
+        return name[:-5]  # the common `x@GRAD`, without the regexes
     m = _GRAD_THEN_AT.search(name) or _GRAD_AT_END.search(name)
     stripped = name[: m.start()] if m else name
     pos = name.rfind("grad/")

@@ -184,9 +184,18 @@ def fill_op_desc(desc: pb.OpDesc, op_type: str, inputs: Mapping[str, Sequence[st
         add(parameter=slot, arguments=args)
     # The defaults come encoded from the type's template; only the attrs the
     # layer passed are encoded here (op_role and op_namescope are the builder's).
-    desc.MergeFromString(template)
-    if attrs:
-        descs = desc.attrs
+    if not attrs:
+        desc.MergeFromString(template)
+        return in_slots, out_slots
+    # Layers pass the same attrs over and over (every fc's mul, every
+    # initializer's uniform_random): the filled attr list is made once per
+    # (type, role, attrs) and merged from its bytes.
+    key = _filled_key(op_type, op_role, attrs)
+    data = _FILLED.get(key) if key is not None else None
+    if data is None:
+        target = desc if key is None else pb.OpDesc()
+        target.MergeFromString(template)
+        descs = target.attrs
         for name, value in attrs.items():
             if value is not None:
                 for k, t, default in where.get(name, ()):
@@ -194,7 +203,39 @@ def fill_op_desc(desc: pb.OpDesc, op_type: str, inputs: Mapping[str, Sequence[st
                         value = list(value)
                     if not _same_value(value, default):  # else the template holds it already
                         _attrs.encode(descs[k], name, value, t)
+        if key is None:
+            return in_slots, out_slots
+        data = target.SerializePartialToString()
+        if len(_FILLED) >= 20000:
+            _FILLED.clear()
+        _FILLED[key] = data
+    desc.MergeFromString(data)
     return in_slots, out_slots
+
+
+_FILLED: dict[tuple, bytes] = {}
+_PLAIN_TYPES = frozenset((int, float, bool, str, type(None)))
+
+
+def _filled_key(op_type: str, op_role: int, attrs: Mapping[str, Any]) -> tuple | None:
+    """(type, role, repr of attrs) when every value is plain Python, whose repr
+    says exactly how it encodes; None otherwise (NumPy values, objects)."""
+    if type(attrs) is not dict:
+        return None
+    plain = _PLAIN_TYPES
+    for v in attrs.values():
+        t = type(v)
+        if t in plain:
+            continue
+        if t is list or t is tuple:
+            for e in v:
+                te = type(e)
+                if te not in plain and not ((te is list or te is tuple)
+                                            and all(type(x) in plain for x in e)):
+                    return None
+            continue
+        return None
+    return (op_type, op_role, repr(attrs))
 
 
 #: (op type, op_role) -> (the serialised default attrs of an OpDesc, and for
