@@ -34,6 +34,7 @@ REFUSES_COMPLEX = {
     "inverse": "linalg kernels are real-only in pybackward so far",
     "matrix_power": "linalg kernels are real-only in pybackward so far",
     "slogdeterminant": "linalg kernels are real-only in pybackward so far",
+    "slogdet_v2": "linalg kernels are real-only in pybackward so far",
     "triangular_solve": "linalg kernels are real-only in pybackward so far",
     "elementwise_mod": "Paddle 3.3.1 has no CPU kernel for its grad op remainder_grad",
     **{t: "decompositions are real-only in pybackward so far (Paddle: complex kernels)"

@@ -23,9 +23,16 @@ def _t(a: np.ndarray) -> np.ndarray:
     return np.swapaxes(a, -1, -2)
 
 
+#: Ops of this module Paddle 3.3.1 also runs on complex values; pybackward's kernels are real-only so far.
+_PADDLE_COMPLEX = {"determinant", "inverse", "matrix_power", "slogdeterminant", "slogdet_v2", "triangular_solve"}
+
+
 def _float(c: Call, *arrays) -> None:
     for a in arrays:
         if a.dtype.kind != "f":
+            if a.dtype.kind == "c" and c.op_type in _PADDLE_COMPLEX:
+                raise ExecutionError(f"op {c.op_type}: pybackward runs it on float32 / float64 only, not "
+                                     f"{a.dtype} (Paddle 3.3.1 has a complex kernel)")
             raise ExecutionError(f"op {c.op_type}: Paddle 3.3.1 has no {a.dtype} CPU kernel for it "
                                  "(float32 / float64)")
 
@@ -601,6 +608,33 @@ def _slogdeterminant_grad(c: Call):
 register(paddle_opdef("slogdeterminant", _slogdeterminant, {"slogdeterminant_grad": _slogdeterminant_grad},
                       samples=_det_samples,
                       doc="Out = [sign(det(Input)), log|det(Input)|] stacked on a new first axis"))
+
+
+def _slogdet_v2(c: Call):
+    x = np.asarray(c.x("x"))
+    _float(c, x)
+    _square(c, x, "x")
+    sign, logabs = np.linalg.slogdet(x)
+    return {"sign": _as(sign, x), "logdet": _as(logabs, x)}
+
+
+def _slogdet_v2_grad(c: Call):
+    x, sign, g = (np.asarray(c.x(s)) for s in ("x", "sign", "logdet@GRAD"))
+    if not c.wants("x@GRAD"):
+        return {}
+    inv_t = _inv_t_or_none(x, sign)
+    if inv_t is None:
+        return {"x@GRAD": np.zeros_like(x)}
+    return {"x@GRAD": _as(g[..., None, None] * inv_t, x)}
+
+
+def _slogdet_v2_samples(rng):
+    return [Sample({"x": [s.inputs["Input"][0]]}, wrt=("x",), note=s.note) for s in _det_samples(rng)]
+
+
+register(paddle_opdef("slogdet_v2", _slogdet_v2, {"slogdet_v2_grad": _slogdet_v2_grad},
+                      samples=_slogdet_v2_samples,
+                      doc="sign = sign(det(x)), logdet = log|det(x)| (the sign has no gradient)"))
 
 
 def _matrix_power(c: Call):
