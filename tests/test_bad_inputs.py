@@ -235,14 +235,21 @@ def test_load_time_is_linear_in_nesting_depth():
     mc = _corpus_module()
     small, big = mc.nested_conditional_blocks(MAX_NESTING // 4), mc.nested_conditional_blocks(MAX_NESTING)
 
-    def best(data, n):
-        times = []
-        for _ in range(n):
-            t = time.perf_counter()
-            pybackward.loads(data)
-            times.append(time.perf_counter() - t)
-        return min(times)
-    ratio = best(big, 3) / best(small, 3)
+    def measure() -> float:
+        """CPU time of this process, best of 3, small and big loads interleaved
+        (so both see the same machine)."""
+        best = {id(small): float("inf"), id(big): float("inf")}
+        for _ in range(3):
+            for data in (small, big):
+                t = time.process_time()
+                pybackward.loads(data)
+                best[id(data)] = min(best[id(data)], time.process_time() - t)
+        return best[id(big)] / max(best[id(small)], 1e-9)
+    ratio = measure()
+    for _ in range(2):            # a busy machine, not a cubic step: measured again before it counts
+        if ratio < 12:
+            break
+        ratio = min(ratio, measure())
     record("limits: load time ratio for 4x the nesting depth (linear ~4, cubic ~64)", round(ratio))
     assert ratio < 12, f"4x deeper nesting loads {ratio:.0f}x slower"
     t = time.perf_counter()
