@@ -22,10 +22,13 @@ from .common import (POSITIVE, beside_hint, execute, handle_errors, load_arrays,
                    f"{MAX_WHILE_STEPS}).")
 @click.option("--timeout", type=POSITIVE, default=None, metavar="SECONDS",
               help="Stop the run after this many seconds (checked between ops and at each loop step).")
+@click.option("--files", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Let the program's save / load ops read and write files, under DIR only "
+                   "(their relative file_path is taken from DIR). Without it they are refused.")
 @quiet_option
 @run_options
 @handle_errors
-def run(program, fetch, out, as_json, max_steps, timeout, quiet, startup, params, feeds_npz, feed_items,
+def run(program, fetch, out, as_json, max_steps, timeout, files, quiet, startup, params, feeds_npz, feed_items,
         check_nan):
     """Run PROGRAM with the NumPy interpreter and print the fetched values.
 
@@ -38,4 +41,4 @@ def run(program, fetch, out, as_json, max_steps, timeout, quiet, startup, params
     params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)
     p, f = load_arrays(params, feeds_npz, feed_items, prog)
     execute(prog, startup, p, f, fetch, check_nan, out, hint=beside_hint(program), as_json=as_json,
-            max_while_steps=max_steps, timeout=timeout, quiet=quiet)
+            max_while_steps=max_steps, timeout=timeout, quiet=quiet, files=files)

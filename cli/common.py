@@ -204,15 +204,17 @@ def summary(name: str, v) -> str:
 
 
 def evaluate(prog, startup, params, feeds, fetch, check_nan, hint: str = "",
-             max_while_steps: int | None = None, timeout: float | None = None, progress=None) -> list:
+             max_while_steps: int | None = None, timeout: float | None = None, progress=None,
+             files=None) -> list:
     """Run PROG (after STARTUP) on the arrays. A --fetch name no block declares
     is refused first; a run that stops at a feed or parameter nobody gave is
     reported with every missing one and the options that give them.
     `max_while_steps` / `timeout` bound the run (None: the interpreter's defaults);
-    `progress(done, total, op_type)` is told of each op of the main run."""
+    `progress(done, total, op_type)` is told of each op of the main run;
+    `files` is the directory its save / load ops may use (None: none)."""
     from pybackward.interpreter import Executor, Scope
     check_fetch(prog, fetch)
-    exe = Executor(check_nan=check_nan, max_while_steps=max_while_steps, timeout=timeout)
+    exe = Executor(check_nan=check_nan, max_while_steps=max_while_steps, timeout=timeout, files=files)
     scope = Scope()
     if startup:
         exe.run(pybackward.load(startup), scope=scope)
@@ -262,11 +264,13 @@ def show_values(fetch, values, out, as_json: bool = False, quiet: bool = False) 
 
 
 def execute(prog, startup, params, feeds, fetch, check_nan, out, hint: str = "", as_json: bool = False,
-            max_while_steps: int | None = None, timeout: float | None = None, quiet: bool = False):
+            max_while_steps: int | None = None, timeout: float | None = None, quiet: bool = False,
+            files=None):
     """Run, with a progress line on a terminal (see Progress), and show the values."""
     with Progress("run: op", quiet=quiet, min_interval=0.1) as bar:
         values = evaluate(prog, startup, params, feeds, fetch, check_nan, hint, max_while_steps, timeout,
-                          progress=lambda done, total, op_type: bar.update(done, op_type, total=total))
+                          progress=lambda done, total, op_type: bar.update(done, op_type, total=total),
+                          files=files)
     return show_values(fetch, values, out, as_json, quiet)
 
 

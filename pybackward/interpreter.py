@@ -15,7 +15,9 @@ runs; everything else lives in a per-run child scope.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -24,12 +26,14 @@ from . import _args
 from . import attrs as _attrs
 from . import dtypes
 from .errors import ArgumentTypeError, ExecutionError, ExecutionLimitError, PyBackwardError, where
+from .io import write_atomic
 from .backward.emit import find_var_desc
 from .ops import registry
 from .ops.paddle_data import paddle_runs_on_cpu
 from .ops.registry import EMPTY_VAR_NAME, LOD_KEY, Call
 from .ops import lod as _lod
 from .program import Block, Program, Variable
+from .tensor_format import decode_tensors, encode_tensor
 
 _LIST_VAR_TYPES = (dtypes.VarType.FEED_MINIBATCH, dtypes.VarType.FETCH_LIST)
 
@@ -139,6 +143,39 @@ class OpEnv:
         """Raise ExecutionLimitError if the run is past its time limit."""
         self.executor.check_deadline(doing)
 
+    # -- files, for the save / load ops (only under Executor(files=DIR)) ----
+    def file_path(self, op_type: str, path: str) -> Path:
+        """The file an op's `file_path` names, inside the executor's `files`
+        directory; refused if the executor has none or the path leaves it."""
+        root = self.executor.files
+        if root is None:
+            raise ExecutionError(f"op {op_type} reads or writes the file {path!r}: a program touches files only "
+                                 "when allowed to (Executor(files=DIR), `run --files DIR`), and then only "
+                                 "under DIR")
+        target = (root / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
+        if target != root and root not in target.parents:
+            raise ExecutionError(f"op {op_type}: the file {path!r} is outside the directory the run may use "
+                                 f"({root})")
+        return target
+
+    def read_tensors(self, op_type: str, path: str) -> list[tuple[np.ndarray, list[list[int]]]]:
+        """The tensors of a file in Paddle's format (`save` / `save_combine`), in order."""
+        target = self.file_path(op_type, path)
+        try:
+            data = target.read_bytes()
+        except OSError as e:
+            raise ExecutionError(f"op {op_type}: cannot read {path!r}: {e.strerror or e}") from None
+        return decode_tensors(data, label=str(target))
+
+    def write_tensors(self, op_type: str, path: str, tensors: Sequence[tuple[np.ndarray, Any]],
+                      overwrite: bool = True) -> None:
+        """Write tensors in Paddle's format, one after another, atomically."""
+        target = self.file_path(op_type, path)
+        if target.exists() and not overwrite:
+            raise ExecutionError(f"op {op_type}: {path!r} exists and the op's overwrite attr is false")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, b"".join(encode_tensor(a, lod or ()) for a, lod in tensors))
+
 
 class Executor:
     """Runs programs with NumPy kernels from the op registry.
@@ -149,12 +186,16 @@ class Executor:
     each step of a `while`. Either limit ends the run with an
     ExecutionLimitError naming the op and the step reached.
     `progress`, if given, is called as `progress(done, total, op_type)` before
-    each op of block 0 (the CLI draws its progress line with it).
+    each op of block 0 (the CLI draws its progress line with it). `files`
+    is the directory the program's save / load ops may read and write (their
+    relative `file_path`s are taken from it); without it they are refused,
+    so running a program never touches a file it names.
     """
 
     def __init__(self, seed: int = 0, check_nan: bool = False, max_while_steps: int | None = None,
                  timeout: float | None = None,
-                 progress: Callable[[int, int, str], None] | None = None) -> None:
+                 progress: Callable[[int, int, str], None] | None = None,
+                 files: str | os.PathLike | None = None) -> None:
         self.rng = np.random.default_rng(_args.integer(seed, "seed", minimum=0, allow_none=True))
         self.check_nan = _args.flag(check_nan, "check_nan")
         self.max_while_steps = _args.integer(max_while_steps, "max_while_steps", minimum=1, allow_none=True)
@@ -163,6 +204,8 @@ class Executor:
             raise ArgumentTypeError(f"progress must be a callable (done, total, op_type), "
                                     f"not {type(progress).__name__}")
         self.progress = progress
+        #: The directory the program's save / load ops may use (None: no file access).
+        self.files = None if files is None else Path(_args.path(files, "files")).resolve()
         self._deadline: float | None = None
         self._plans: dict[tuple, Any] = {}
         #: Var name -> LoD (Paddle's offset lists) for the vars of the last run that have one.
