@@ -1,5 +1,6 @@
 """CPU fusion ops Paddle's inference passes write into programs:
-fusion_squared_mat_sub and fusion_repeated_fc_relu (forward only, as in Paddle).
+fusion_squared_mat_sub, fusion_repeated_fc_relu and fused_elementwise_* (forward
+only, as in Paddle).
 
 * fusion_squared_mat_sub: Out = scalar * ((X Y)^2 - (X^2)(Y^2)), with the
   intermediates SquaredX = X^2, SquaredY = Y^2, SquaredXY = (X Y)^2;
@@ -15,6 +16,7 @@ import numpy as np
 from ..errors import ExecutionError
 from ._precision import matmul64
 from .paddle_table import paddle_opdef
+from . import registry
 from .registry import Call, Sample, register
 
 
@@ -69,3 +71,33 @@ def _repeated_samples(rng):
 
 register(paddle_opdef("fusion_repeated_fc_relu", _repeated_fc_relu, samples=_repeated_samples,
                       doc="n fc + relu layers: ReluOut the first n - 1 outputs, Out the last"))
+
+
+# --------------------------------------------------------------------------
+# fused_elementwise_{add,sub,mul,div}: oneDNN fusions of an elementwise op with
+# scales and an activation. Paddle 3.3.1's CPU kernel computes the plain op with
+# NumPy-style broadcasting and ignores the fuse_* / scale_* attrs and `axis`
+# (seen on a live Paddle: scale_x 2, scale_y 3, scale_out 0.5 and relu give
+# X + Y; axis 1 with a mid-axis Y is refused); so does this one.
+# --------------------------------------------------------------------------
+def _plain(base: str):
+    def kernel(c: Call):
+        plain = registry.get(base).kernel
+        return plain(Call(base, c.ins, {"axis": -1}, c.outs, c.rng, c.env))
+    return kernel
+
+
+def _fused_samples(rng):
+    fuse = {"fuse_activation": "relu", "scale_x": 2.0, "scale_y": 3.0, "scale_out": 0.5, "fuse_alpha": 0.0,
+            "fuse_beta": 0.0, "fused_output_scale": 1.0, "fused_unsqueeze2_axes": []}
+    y = rng.uniform(0.5, 2.0, (2, 3))
+    return [Sample({"X": [rng.standard_normal((2, 3))], "Y": [y]}, {"axis": -1, **fuse},
+                   note="fuse attrs ignored on CPU"),
+            Sample({"X": [rng.standard_normal((2, 3, 4))], "Y": [rng.uniform(0.5, 2.0, (4,))]},
+                   {"axis": -1, **fuse}, note="Y broadcast on the last axis")]
+
+
+for _op in ("add", "sub", "mul", "div"):
+    register(paddle_opdef(f"fused_elementwise_{_op}", _plain(f"elementwise_{_op}"), samples=_fused_samples,
+                          doc=f"Out = elementwise_{_op}(X, Y), NumPy broadcasting (Paddle's CPU kernel "
+                              "ignores axis and the fuse attrs)"))
