@@ -66,7 +66,9 @@ PADDLE_REFUSES = {
     **{f"fetch_v2-{i}": "fetch_v2 writes the executor's fetch list: the harness's fetch of its Out fails "
                         "(a copy of X; checked by tests/test_ops_plumbing.py)" for i in (0, 1)},
     **{f"shadow_output-{i}": "the legacy executor has no shadow_output kernel (a PIR op)" for i in (0, 1)},
-    "share_buffer-0": "share_buffer's outputs alias its inputs: the legacy executor leaves them unfetchable",
+    "share_buffer-0": "Paddle's Out shares X's memory but not its dims unless share_dims_and_dtype (then shape "
+                      "()), and with it the one-op program cannot fetch XOut; tests/test_ops_plumbing.py checks "
+                      "the values",
     "nce-3": "float64 run: the harness casts CustomDistProbs/AliasProbs to float64, Paddle's nce kernel reads "
              "them only as float32 (the float32 run equals pybackward's: Paddle's alias draws reproduced)",
     "solve-3": "Y a batch of vectors: legacy shape inference declares Out like X, so the one-op "

@@ -288,6 +288,59 @@ register_optimizer("adamw", _adamw, _adamw_samples, _ADAM_ATTRS + ("lr_ratio", "
      "Adam with decoupled weight decay: Param - lr * lr_ratio * coeff * Param before the step")
 
 
+# fused_adam: Paddle's CPU kernel is a loop of adam (or, with use_adamw, adamw with lr_ratio 1 and
+# coeff = weight_decay) over the lists, sharing LearningRate and SkipUpdate.
+_FUSED = (("Params", "Param", "ParamsOut", "ParamOut"), ("Grads", "Grad", None, None),
+          ("Moments1", "Moment1", "Moments1Out", "Moment1Out"), ("Moments2", "Moment2", "Moments2Out", "Moment2Out"),
+          ("Moments2Max", "Moment2Max", "Moments2MaxOut", "Moment2MaxOut"),
+          ("Beta1Pows", "Beta1Pow", "Beta1PowsOut", "Beta1PowOut"),
+          ("Beta2Pows", "Beta2Pow", "Beta2PowsOut", "Beta2PowOut"))
+
+
+def _fused_adam(c: Call):
+    params = c.xs("Params")
+    for many, _, _, _ in _FUSED:
+        if many != "Moments2Max" or c.attr("amsgrad", False):
+            if len(c.xs(many)) != len(params):
+                raise ExecutionError(f"fused_adam: {len(c.xs(many))} {many} for {len(params)} Params")
+    use_adamw = bool(c.attr("use_adamw", False))
+    attrs = {k: c.attr(k) for k in ("beta1", "beta2", "epsilon", "amsgrad", "use_global_beta_pow")
+             if c.attr(k) is not None}
+    if use_adamw:
+        attrs.update(with_decay=True, coeff=c.attr("weight_decay", 0.0), lr_ratio=1.0)
+    outs: dict[str, list] = {}
+    for i in range(len(params)):
+        ins = {one: [c.xs(many)[i]] for many, one, _, _ in _FUSED if len(c.xs(many)) > i}
+        ins["LearningRate"] = c.xs("LearningRate")
+        if c.has("SkipUpdate"):
+            ins["SkipUpdate"] = c.xs("SkipUpdate")
+        one_outs = {o: [o] for _, _, many_out, o in _FUSED if many_out and c.n_out(many_out) > i}
+        res = _adam_like(Call("adamw" if use_adamw else "adam", ins, attrs, one_outs, c.rng, c.env), use_adamw)
+        for _, _, many_out, o in _FUSED:
+            if many_out and o in res and c.n_out(many_out) > i:
+                outs.setdefault(many_out, []).append(res[o])
+    return outs
+
+
+def _fused_adam_samples(rng):
+    def lists(n):
+        per = [adam_ins(rng, shape) for shape in ((3, 4), (5,))[:n]]
+        return {"Params": [d["Param"][0] for d in per], "Grads": [d["Grad"][0] for d in per],
+                "LearningRate": per[0]["LearningRate"],
+                "Moments1": [d["Moment1"][0] for d in per], "Moments2": [d["Moment2"][0] for d in per],
+                "Beta1Pows": [d["Beta1Pow"][0] for d in per], "Beta2Pows": [d["Beta2Pow"][0] for d in per]}
+    outs = {"ParamsOut": 2, "Moments1Out": 2, "Moments2Out": 2, "Beta1PowsOut": 2, "Beta2PowsOut": 2}
+    base = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "chunk_size": 16}
+    return [Sample(lists(2), base, outputs=outs, note="adam over two params"),
+            Sample(lists(2), dict(base, use_adamw=True, weight_decay=0.05), outputs=outs,
+                   note="adamw, weight_decay")]
+
+
+register_optimizer("fused_adam", _fused_adam, _fused_adam_samples,
+                   ("beta1", "beta2", "epsilon", "weight_decay", "use_adamw", "use_global_beta_pow", "amsgrad"),
+                   "adam / adamw over lists of params (Paddle's CPU kernel loops the one-param kernels)")
+
+
 def _merged_adam(c: Call):
     n = len(c.xs("Param"))
     for slot in ("Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"):

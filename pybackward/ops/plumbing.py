@@ -62,6 +62,7 @@ def _share_buffer(c: Call):
 
 register(paddle_opdef("share_buffer", _share_buffer,
                       samples=lambda rng: [Sample({"X": [rng.standard_normal((2, 2)), rng.standard_normal(3)]},
+                                                  {"share_dims_and_dtype": [True, True]},
                                                   outputs={"Out": 2, "XOut": 2})],
                       doc="Out[i] and XOut[i] = X[i] (Paddle shares their memory)"))
 

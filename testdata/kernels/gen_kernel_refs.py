@@ -77,6 +77,8 @@ ALIAS.update({
                             "out_num_accumulates": "in_num_accumulates",
                             "out_old_num_accumulates": "in_old_num_accumulates",
                             "out_num_updates": "in_num_updates"},
+    "fused_adam": {"ParamsOut": "Params", "Moments1Out": "Moments1", "Moments2Out": "Moments2",
+                   "Moments2MaxOut": "Moments2Max", "Beta1PowsOut": "Beta1Pows", "Beta2PowsOut": "Beta2Pows"},
     "check_finite_and_unscale": {"Out": "X"}, "depend": {"Out": "X"},
     "auc": {"StatPosOut": "StatPos", "StatNegOut": "StatNeg"},
     "update_loss_scaling": {"Out": "X", "LossScaling": "PrevLossScaling", "OutGoodSteps": "InGoodSteps",
@@ -172,7 +174,7 @@ def run_case(case, arrays, dtype, exe, with_loss=True):
                      return_numpy=lods is None and case["op"] not in LOD_OUTPUTS)
     out = {}
     for (k, _), v in zip(fetch, values):
-        if not isinstance(v, np.ndarray):      # fetched as a LoDTensor
+        if v is not None and not isinstance(v, np.ndarray):      # fetched as a LoDTensor
             lod = v.lod()
             if lods is not None and lod and k.startswith("out|"):
                 out.setdefault("@lods", {})[k] = [list(level) for level in lod]
