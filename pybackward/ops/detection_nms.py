@@ -45,7 +45,7 @@ from .paddle_table import paddle_opdef
 from .registry import Call, Sample, register
 
 
-def _iou(box, others, normalized: bool):
+def jaccard(box, others, normalized: bool):
     """Paddle's JaccardOverlap of one box (4,) against others (K, 4)."""
     t = box.dtype.type
     one = t(0) if normalized else t(1)
@@ -118,7 +118,7 @@ def _nms_fast(boxes, scores, c: Call):
     normalized = bool(c.attr("normalized", True))
     kept: list[int] = []
     for i in order:
-        if kept and not np.all(_iou(boxes[i], boxes[kept], normalized) <= thr):
+        if kept and not np.all(jaccard(boxes[i], boxes[kept], normalized) <= thr):
             continue
         kept.append(int(i))
         if eta < 1 and thr > 0.5:
@@ -254,7 +254,7 @@ def _matrix_nms_class(boxes, scores, c: Call):
     b = boxes[order]
     iou = np.zeros((n, n), boxes.dtype)
     for i in range(1, n):
-        iou[i, :i] = _iou(b[i], b[:i], normalized)
+        iou[i, :i] = jaccard(b[i], b[:i], normalized)
     iou_max = np.concatenate([[t(0)], [iou[i, :i].max() for i in range(1, n)]]).astype(boxes.dtype)
     post = t(np.float32(c.attr("post_threshold", 0.0)))
     s = scores[order]

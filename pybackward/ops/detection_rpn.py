@@ -36,28 +36,11 @@ import math
 import numpy as np
 
 from ..errors import ExecutionError
+from .detection_nms import jaccard
 from .paddle_table import paddle_opdef
 from .registry import Call, Sample, register
 
 _CLIP = math.log(1000.0 / 16.0)
-
-
-def _jaccard(box, others, normalized: bool):
-    t = box.dtype.type
-    one = t(0) if normalized else t(1)
-
-    def area(b):
-        w, h = b[..., 2] - b[..., 0], b[..., 3] - b[..., 1]
-        a = w * h if normalized else (w + t(1)) * (h + t(1))
-        return np.where((b[..., 2] < b[..., 0]) | (b[..., 3] < b[..., 1]), t(0), a)
-
-    disjoint = ((others[:, 0] > box[2]) | (others[:, 2] < box[0]) | (others[:, 1] > box[3])
-                | (others[:, 3] < box[1]))
-    iw = np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0]) + one
-    ih = np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1]) + one
-    inter = iw * ih
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(disjoint, t(0), inter / (area(box) + area(others) - inter))
 
 
 def _counts(c: Call, slot: str, total: int, n_img: int | None = None) -> np.ndarray:
@@ -116,7 +99,7 @@ def _proposals_one(c: Call, im, anchors, var, deltas, scores, is_scale: bool = F
     cand = np.lexsort((-np.arange(s.size), -s))
     kept: list[int] = []
     for i in cand:
-        if kept and not np.all(_jaccard(box[i], box[kept], not off) <= thr):
+        if kept and not np.all(jaccard(box[i], box[kept], not off) <= thr):
             continue
         kept.append(int(i))
         if eta < 1 and thr > 0.5:

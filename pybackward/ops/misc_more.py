@@ -238,7 +238,7 @@ def _fill_value(c: Call, dt: np.dtype):
     return v
 
 
-def _batch_shape(c: Call) -> tuple[int, ...]:
+def batch_shape(c: Call) -> tuple[int, ...]:
     x = _x(c, "Input")
     shape = [int(d) for d in c.attr("shape", [])]
     i, o = int(c.attr("input_dim_idx", 0)), int(c.attr("output_dim_idx", 0))
@@ -253,7 +253,7 @@ def _batch_shape(c: Call) -> tuple[int, ...]:
 
 def _fill_constant_batch_size_like(c: Call):
     dt = _dtype_attr(c, dtypes.VarType.FP32)
-    return {"Out": np.full(_batch_shape(c), _fill_value(c, dt), dtype=dt)}
+    return {"Out": np.full(batch_shape(c), _fill_value(c, dt), dtype=dt)}
 
 
 def _fcbsl_samples(rng):

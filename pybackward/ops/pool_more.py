@@ -552,7 +552,7 @@ register(paddle_opdef(
 # --------------------------------------------------------------------------
 # fractional_max_pool2d: pseudo-random windows from random_u
 # --------------------------------------------------------------------------
-def _fractional_axis(u: np.float32, n_in: int, n_out: int, k: int):
+def fractional_axis(u: np.float32, n_in: int, n_out: int, k: int):
     f32 = np.float32
     alpha = f32(f32(n_in - k) / f32(n_out - (1 if k > 0 else 0)))
     if k <= 0:
@@ -579,7 +579,7 @@ def _fractional_windows(c: Call, x) -> Windows:
     if u == 0:   # Paddle draws u from its global generator, which a program does not hold
         rng = c.rng if c.rng is not None else np.random.default_rng()
         u = np.float32(rng.random())
-    starts, ends = zip(*(_fractional_axis(u, x.shape[2 + i], osz[i], ks[i]) for i in range(2)))
+    starts, ends = zip(*(fractional_axis(u, x.shape[2 + i], osz[i], ks[i]) for i in range(2)))
     return Windows(list(starts), list(ends), [e - s for s, e in zip(starts, ends)], x.shape[2:])
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ExecutionError
+from .misc_more import batch_shape
 from .paddle_table import paddle_opdef
 from .random import MT19937_64
 from .registry import Call, Sample, register
@@ -81,15 +82,7 @@ def uniform_ints(engine: MT19937_64, n: int, span: int) -> np.ndarray:
 # seeded: Paddle's exact stream
 # --------------------------------------------------------------------------
 def _uniform_random_batch_size_like(c: Call):
-    x = _x(c, "Input")
-    shape = [int(d) for d in c.attr("shape", [])]
-    i, o = int(c.attr("input_dim_idx", 0)), int(c.attr("output_dim_idx", 0))
-    if not (0 <= i < x.ndim and 0 <= o < len(shape)):
-        raise ExecutionError(f"uniform_random_batch_size_like: input_dim_idx {i} / output_dim_idx {o} out of "
-                             f"range for Input of rank {x.ndim} and shape {shape}")
-    shape[o] = x.shape[i]
-    if any(d < 0 for d in shape):
-        raise ExecutionError(f"uniform_random_batch_size_like: shape {shape} has a negative dim")
+    shape = batch_shape(c)
     out_dt = _dtype_attr(c, dtypes.VarType.FP32)
     if out_dt.kind != "f":
         raise c.unsupported("dtype", int(c.attr("dtype")), "random ops make floating point tensors")

@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ExecutionError
 from .paddle_table import paddle_opdef
 from .pool import distinct
-from .pool_more import Windows
+from .pool_more import Windows, fractional_axis
 from .registry import Call, Sample, register
 
 
@@ -108,21 +108,6 @@ register(paddle_opdef("unpool3d", _unpool3d, {"unpool3d_grad": _unpool3d_grad}, 
 # --------------------------------------------------------------------------
 # fractional_max_pool3d
 # --------------------------------------------------------------------------
-def _fractional_axis(u, n_in: int, n_out: int, k: int):
-    f32 = np.float32
-    alpha = f32(f32(n_in - k) / f32(n_out - (1 if k > 0 else 0)))
-    if k <= 0:
-        base = n_in // n_out
-        u_max1 = f32(f32(base + 2) / alpha - f32(1))
-        u_max2 = f32(f32(n_in + 1 - base) / alpha - f32(n_out - 1))
-        u = f32(u * min(u_max1, u_max2))
-    i = np.arange(n_out).astype(f32)
-    shift = int(f32(u * alpha))
-    st = ((i + u) * alpha).astype(f32).astype(np.int64) - shift
-    en = st + k if k > 0 else ((i + f32(1) + u) * alpha).astype(f32).astype(np.int64) - shift
-    return np.maximum(st, 0), np.minimum(en, n_in)
-
-
 def _fractional3d_windows(c: Call, x) -> Windows:
     if x.ndim != 5:
         raise c.unsupported("x rank", x.ndim, "fractional_max_pool3d takes a 5-D input")
@@ -135,7 +120,7 @@ def _fractional3d_windows(c: Call, x) -> Windows:
     if u == 0:   # Paddle draws u from its global generator, which a program does not hold
         rng = c.rng if c.rng is not None else np.random.default_rng()
         u = np.float32(rng.random())
-    starts, ends = zip(*(_fractional_axis(u, x.shape[2 + i], osz[i], ks[i]) for i in range(3)))
+    starts, ends = zip(*(fractional_axis(u, x.shape[2 + i], osz[i], ks[i]) for i in range(3)))
     return Windows(list(starts), list(ends), [e - s for s, e in zip(starts, ends)], x.shape[2:])
 
 
