@@ -232,15 +232,8 @@ def _improve(best: _Judged, judge: _Judge, cands: Sequence[str], needs: Mapping[
 def choose(program: Program, loss: Variable | str, build: Build, budget: int | None = None,
            batch_size: int = 1, no_grad_set: Iterable[Variable | str] | None = None,
            max_checkpoints: int | None = None, search: int = 40) -> CheckpointChoice:
-    """Pick checkpoints for `append_backward(loss, checkpoints=...)` on the
-    forward `program` (left unchanged).
-
-    With no `budget` (bytes): the choice with the lowest activation peak, each
-    forward op recomputed at most once. With a budget: the fewest recomputed
-    ops whose peak fits. See the module doc for the method; `str()` of the
-    result says what was chosen and the estimated peak before and after.
-    `max_checkpoints` caps their number; `search` caps the choices judged
-    while improving the best even split locally. `build(copy, loss, checkpoints,
+    """The search behind `memory.choose_checkpoints` (the arguments are its own;
+    see the module doc for the method). `build(copy, loss, checkpoints,
     no_grad)` appends the backward section a choice gives to a copy of the
     program and returns the number of recomputed ops (the pass provides it:
     `backward.api.append_for_choice`).

@@ -12,19 +12,13 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ExecutionError
+from .misc_more import input_value
 from .paddle_table import paddle_opdef
 from .registry import Call, Sample, register
 
 
-def _x(c: Call, slot: str) -> np.ndarray:
-    v = c.x(slot)
-    if v is None:
-        raise ExecutionError(f"{c.op_type}: input '{slot}' has no value")
-    return np.asarray(v)
-
-
 def _ints(c: Call, slot: str) -> np.ndarray:
-    a = _x(c, slot)
+    a = input_value(c, slot)
     if a.dtype.kind not in "iu":
         raise ExecutionError(f"{c.op_type}: '{slot}' is {a.dtype}; Paddle takes int32 or int64")
     return a
@@ -182,7 +176,7 @@ def _empty(c: Call):
     except (KeyError, ValueError):
         raise c.unsupported("dtype", d, f"data type {dtypes.type_name(d)} has no NumPy equivalent") from None
     if c.has("ShapeTensor"):
-        shape = [int(v) for v in _x(c, "ShapeTensor").reshape(-1)]
+        shape = [int(v) for v in input_value(c, "ShapeTensor").reshape(-1)]
     elif c.has("ShapeTensorList"):
         shape = [int(np.asarray(t).reshape(-1)[0]) for t in c.xs("ShapeTensorList")]
     else:
@@ -202,7 +196,7 @@ _reg("empty", _empty, None, ("shape", "dtype"), "Out = an uninitialised tensor o
 def _viterbi_decode(c: Call):
     """Paddle's CPU kernel step by step, vectorised over the batch: masks as
     float / int multiplications, argmax taking the first maximum."""
-    x, trans = _x(c, "Input"), _x(c, "Transition")
+    x, trans = input_value(c, "Input"), input_value(c, "Transition")
     if x.dtype.kind != "f" or x.ndim != 3:
         raise ExecutionError(f"viterbi_decode: Input must be a float [batch, seq, tags] tensor, "
                              f"it is {x.dtype} {list(x.shape)}")
@@ -283,7 +277,7 @@ def _crf_path(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def _crf_decoding(c: Call):
-    e, w = _x(c, "Emission"), _x(c, "Transition")
+    e, w = input_value(c, "Emission"), input_value(c, "Transition")
     if not c.has("Length"):
         raise ExecutionError("crf_decoding: only the padding mode (with Length) is supported; "
                              "LoD inputs do not exist in the interpreter")

@@ -33,13 +33,14 @@ def _real_float(c: Call, a) -> np.ndarray:
     return a
 
 
-def _matrices(c: Call, a: np.ndarray, square: bool = False, what: str = "X") -> None:
+def matrices(c: Call, a: np.ndarray, what: str = "X", square: bool = False) -> None:
+    """Refuse an `a` that is not a (batch of) matrices (square ones if `square`)."""
     if a.ndim < 2 or (square and a.shape[-1] != a.shape[-2]):
         raise ExecutionError(f"op {c.op_type}: {what} must be a (batch of) {'square ' if square else ''}"
                              f"matrices, it has shape {list(a.shape)}")
 
 
-def _grad_or_zeros(c: Call, slot: str, like: np.ndarray) -> np.ndarray:
+def grad_or_zeros(c: Call, slot: str, like: np.ndarray) -> np.ndarray:
     """An output gradient, zeros where the program gives none."""
     g = c.x(slot)
     return np.zeros(like.shape) if g is None else np.asarray(g, dtype=np.float64)
@@ -74,7 +75,7 @@ def _sym(rng, shape):
 # --------------------------------------------------------------------------
 def _cholesky(c: Call):
     x = _real_float(c, c.x("X"))
-    _matrices(c, x, square=True)
+    matrices(c, x, square=True)
     try:
         lo = np.linalg.cholesky(_from_triangle(x, lower=True).astype(np.float64))
     except np.linalg.LinAlgError:
@@ -87,7 +88,7 @@ def _cholesky_grad(c: Call):
     out = np.asarray(c.x("Out"))
     if not c.wants("X@GRAD"):
         return {}
-    g = _grad_or_zeros(c, "Out@GRAD", out)
+    g = grad_or_zeros(c, "Out@GRAD", out)
     lo, glo = (out.astype(np.float64), g) if not c.attr("upper", False) else (_t(out), _t(g))
     n = lo.shape[-1]
     # Murray (2016): phi = tril(L^T dL) with its diagonal halved; dX = sym(L^-T phi L^-1)
@@ -124,7 +125,7 @@ def _uplo(c: Call) -> bool:
 
 def _eigh_raw(c: Call):
     x = _real_float(c, c.x("X"))
-    _matrices(c, x, square=True)
+    matrices(c, x, square=True)
     try:
         w, v = np.linalg.eigh(_from_triangle(x, _uplo(c)).astype(np.float64))
     except np.linalg.LinAlgError:
@@ -141,8 +142,8 @@ def _eigh_grad(c: Call):
     w, v = np.asarray(c.x("Eigenvalues")), np.asarray(c.x("Eigenvectors"))
     if not c.wants("X@GRAD"):
         return {}
-    gw = _grad_or_zeros(c, "Eigenvalues@GRAD", w)
-    gv = _grad_or_zeros(c, "Eigenvectors@GRAD", v)
+    gw = grad_or_zeros(c, "Eigenvalues@GRAD", w)
+    gv = grad_or_zeros(c, "Eigenvectors@GRAD", v)
     v64 = v.astype(np.float64)
     r = _t(v64) @ gv
     r = 0.5 * (r - _t(r))
@@ -172,7 +173,7 @@ def _eigvalsh_grad(c: Call):
     v = np.asarray(c.x("Eigenvectors"))
     if not c.wants("X@GRAD"):
         return {}
-    gw = _grad_or_zeros(c, "Eigenvalues@GRAD", v[..., 0])
+    gw = grad_or_zeros(c, "Eigenvalues@GRAD", v[..., 0])
     v64 = v.astype(np.float64)
     return {"X@GRAD": _as((v64 * gw[..., None, :]) @ _t(v64), v)}
 
@@ -202,7 +203,7 @@ def _qr_mode(c: Call) -> str:
 
 def _qr(c: Call):
     x = _real_float(c, c.x("X"))
-    _matrices(c, x)
+    matrices(c, x)
     mode = _qr_mode(c)
     q, r = np.linalg.qr(x.astype(np.float64), mode="complete" if mode == "complete" else "reduced")
     if mode == "r":   # Paddle computes R only and leaves Q unset; an empty Q lets
@@ -231,7 +232,7 @@ def _qr_grad(c: Call):
     if mode == "complete" and m > n:
         raise ExecutionError(f"op qr_grad: Paddle has no derivative of qr with mode='complete' and "
                              f"{m} > {n} rows (the extra columns of Q are not unique)")
-    gq, gr = _grad_or_zeros(c, "Q@GRAD", q), _grad_or_zeros(c, "R@GRAD", r)
+    gq, gr = grad_or_zeros(c, "Q@GRAD", q), grad_or_zeros(c, "R@GRAD", r)
     q, r = q.astype(np.float64), r.astype(np.float64)
     if m >= n:
         dx = _qr_grad_tall(q, r, gq, gr)
@@ -261,7 +262,7 @@ register(paddle_opdef("qr", _qr, {"qr_grad": _qr_grad}, samples=_qr_samples, att
 # --------------------------------------------------------------------------
 def _svd(c: Call):
     x = _real_float(c, c.x("X"))
-    _matrices(c, x)
+    matrices(c, x)
     try:
         u, s, vh = np.linalg.svd(x.astype(np.float64), full_matrices=bool(c.attr("full_matrices", False)))
     except np.linalg.LinAlgError:
@@ -327,7 +328,7 @@ register(paddle_opdef("svd", _svd, {"svd_grad": _svd_grad}, samples=_svd_samples
 
 def _svdvals(c: Call):
     x = _real_float(c, c.x("x"))
-    _matrices(c, x)
+    matrices(c, x)
     try:
         return {"s": _as(np.linalg.svd(x.astype(np.float64), compute_uv=False), x)}
     except np.linalg.LinAlgError:
@@ -339,7 +340,7 @@ def _svdvals_grad(c: Call):
     if not c.wants("x@GRAD"):
         return {}
     u, s, vh = np.linalg.svd(x.astype(np.float64), full_matrices=False)
-    gs = _grad_or_zeros(c, "s@GRAD", s)
+    gs = grad_or_zeros(c, "s@GRAD", s)
     return {"x@GRAD": _as((u * gs[..., None, :]) @ vh, x)}
 
 
@@ -357,7 +358,7 @@ register(paddle_opdef("svdvals", _svdvals, {"svdvals_grad": _svdvals_grad}, samp
 # --------------------------------------------------------------------------
 def _eigvals(c: Call):
     x = _real_float(c, c.x("X"))
-    _matrices(c, x, square=True)
+    matrices(c, x, square=True)
     try:
         # LAPACK geev in x's precision on X^T (Paddle hands its row-major X to the
         # column-major LAPACK): same values, and the order Paddle's come in

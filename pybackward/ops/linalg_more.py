@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ExecutionError
+from .linalg_decomp import grad_or_zeros, matrices
 from .paddle_table import paddle_opdef
 from .registry import Call, Sample, register
 
@@ -33,17 +34,6 @@ def _real_float(c: Call, a, what: str = "X") -> np.ndarray:
         raise ExecutionError(f"op {c.op_type}: pybackward runs it for float32 / float64 only, "
                              f"{what} is {a.dtype}")
     return a
-
-
-def _matrices(c: Call, a: np.ndarray, what: str = "X", square: bool = False) -> None:
-    if a.ndim < 2 or (square and a.shape[-1] != a.shape[-2]):
-        raise ExecutionError(f"op {c.op_type}: {what} must be a (batch of) {'square ' if square else ''}"
-                             f"matrices, it has shape {list(a.shape)}")
-
-
-def _grad_or_zeros(c: Call, slot: str, like: np.ndarray) -> np.ndarray:
-    g = c.x(slot)
-    return np.zeros(like.shape) if g is None else np.asarray(g, dtype=np.float64)
 
 
 # --------------------------------------------------------------------------
@@ -122,7 +112,7 @@ def _solve_tri(a, b, lower: bool, unit: bool = False):
 # --------------------------------------------------------------------------
 def _lu(c: Call):
     x = _real_float(c, c.x("X"))
-    _matrices(c, x)
+    matrices(c, x)
     if not c.attr("pivots", True):
         raise c.unsupported("pivots", False, "Paddle's CPU lu always pivots")
     lu, piv, info = _getrf(x)
@@ -154,7 +144,7 @@ def _lu_grad(c: Call):
     x, out, piv = np.asarray(c.x("X")), np.asarray(c.x("Out")), np.asarray(c.x("Pivots"))
     if not c.wants("X@GRAD"):
         return {}
-    g = _grad_or_zeros(c, "Out@GRAD", out)
+    g = grad_or_zeros(c, "Out@GRAD", out)
     lo, up = _unpack(out.astype(np.float64))
     dx = _lu_grad_raw(lo, up, _pmat(piv, x.shape[-2]), g)
     return {"X@GRAD": _as(dx, x)}
@@ -177,7 +167,7 @@ register(paddle_opdef("lu", _lu, {"lu_grad": _lu_grad}, samples=_lu_samples, att
 # --------------------------------------------------------------------------
 def _lu_unpack(c: Call):
     x = _real_float(c, c.x("X"))
-    _matrices(c, x)
+    matrices(c, x)
     piv = _check_pivots(c, c.x("Pivots"), x)
     res = {}
     if c.attr("unpack_ludata", True):
@@ -228,7 +218,7 @@ def _lu_solve_trans(c: Call) -> bool:
 
 def _lu_solve_operands(c: Call):
     b, lu = _real_float(c, c.x("b"), "b"), _real_float(c, c.x("lu"), "lu")
-    _matrices(c, lu, "lu", square=True)
+    matrices(c, lu, "lu", square=True)
     piv = _check_pivots(c, c.x("pivots"), lu)
     if b.ndim < 2 or b.shape[-2] != lu.shape[-1] or b.shape[:-2] != lu.shape[:-2]:
         raise ExecutionError(f"op lu_solve: b{list(b.shape)} must be [..., {lu.shape[-1]}, K] with lu's "
@@ -255,7 +245,7 @@ def _lu_solve_grad(c: Call):
     b, lu, lo, up, pmat = _lu_solve_operands(c)
     trans = _lu_solve_trans(c)
     out = np.asarray(c.x("out"), np.float64)
-    g = _grad_or_zeros(c, "out@GRAD", out)
+    g = grad_or_zeros(c, "out@GRAD", out)
     gb = _lu_solve_raw(lo, up, pmat, g, not trans)
     res = {}
     if c.wants("b@GRAD"):
@@ -390,9 +380,9 @@ register(paddle_opdef("fill_diagonal_tensor", _fill_diagonal_tensor,
 def _singular_values(c: Call, x: np.ndarray, hermitian: bool) -> np.ndarray:
     """Singular values (|eigenvalues| of the lower triangle's symmetric
     matrix if hermitian), in x's dtype as Paddle's kernel computes them."""
-    _matrices(c, x)
+    matrices(c, x)
     if hermitian:
-        _matrices(c, x, square=True)
+        matrices(c, x, square=True)
         s = np.abs(np.linalg.eigvalsh(np.tril(x) + _t(np.tril(x, -1))))
     else:
         s = np.linalg.svd(x, compute_uv=False)
@@ -473,8 +463,8 @@ _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 def _lstsq(c: Call):
     x, y = _real_float(c, c.x("X")), _real_float(c, c.x("Y"), "Y")
-    _matrices(c, x)
-    _matrices(c, y, "Y")
+    matrices(c, x)
+    matrices(c, y, "Y")
     driver = c.attr("driver", "gelsy")
     if driver not in _LSTSQ_DRIVERS:
         raise c.unsupported("driver", driver, "gels, gelsy, gelsd or gelss on CPU")

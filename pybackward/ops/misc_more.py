@@ -23,14 +23,16 @@ from .paddle_table import paddle_opdef
 from .registry import Call, Sample, register
 
 
-def _x(c: Call, slot: str) -> np.ndarray:
+def input_value(c: Call, slot: str) -> np.ndarray:
+    """An input slot's (first) array; an error naming the slot if it has none."""
     v = c.x(slot)
     if v is None:
         raise ExecutionError(f"{c.op_type}: input '{slot}' has no value")
     return np.asarray(v)
 
 
-def _dtype_attr(c: Call, default: int) -> np.dtype:
+def dtype_attr(c: Call, default: int) -> np.dtype:
+    """The NumPy dtype the op's `dtype` attr names (default: `default`)."""
     d = int(c.attr("dtype", default))
     try:
         return dtypes.to_numpy(d)
@@ -46,7 +48,7 @@ def _reg(name, kernel, samples=None, attrs=(), doc=""):
 # loss scaling and clipping
 # --------------------------------------------------------------------------
 def _check_finite_and_unscale(c: Call):
-    scale = _x(c, "Scale")
+    scale = input_value(c, "Scale")
     xs = [np.asarray(x) for x in c.xs("X")]
     outs, found = [], False
     for x in xs:
@@ -78,13 +80,13 @@ _reg("check_finite_and_unscale", _check_finite_and_unscale, _cfu_samples, (),
 
 
 def _update_loss_scaling(c: Call):
-    found = bool(_x(c, "FoundInfinite").reshape(-1)[0])
+    found = bool(input_value(c, "FoundInfinite").reshape(-1)[0])
     xs = [np.asarray(x) for x in c.xs("X")]
     outs = [np.zeros_like(x) if found else x.copy() for x in xs]
     stop = bool(np.asarray(c.x("StopUpdate")).reshape(-1)[0]) if c.has("StopUpdate") else \
         bool(c.attr("stop_update", False))
-    prev = _x(c, "PrevLossScaling")
-    good, bad = _x(c, "InGoodSteps"), _x(c, "InBadSteps")
+    prev = input_value(c, "PrevLossScaling")
+    good, bad = input_value(c, "InGoodSteps"), input_value(c, "InBadSteps")
     if stop:
         return {"Out": outs, "LossScaling": prev.copy(), "OutGoodSteps": good.copy(), "OutBadSteps": bad.copy()}
     t = prev.dtype.type
@@ -130,7 +132,7 @@ _reg("update_loss_scaling", _update_loss_scaling, _uls_samples,
 
 
 def _clip_by_norm(c: Call):
-    x = _x(c, "X")
+    x = input_value(c, "X")
     if x.dtype.kind != "f":
         raise ExecutionError(f"clip_by_norm: X is {x.dtype}; Paddle takes float tensors")
     t = x.dtype.type
@@ -156,7 +158,7 @@ _reg("clip_by_norm", _clip_by_norm, _clip_by_norm_samples, ("max_norm",),
 # --------------------------------------------------------------------------
 def _bool_reduce(fn):
     def kernel(c: Call):
-        x = _x(c, "X")
+        x = input_value(c, "X")
         if c.has("AxisTensor") or c.has("AxisTensorList"):
             raise ExecutionError(f"{c.op_type}: axes given as tensors are not supported; use the dim attr")
         axes = reduce_axes(c.attr("dim", []), x.ndim, bool(c.attr("reduce_all", False)))
@@ -187,12 +189,12 @@ _reg("reduce_any", _bool_reduce(np.any), _bool_reduce_samples, ("dim", "keep_dim
 # constants
 # --------------------------------------------------------------------------
 def _logspace(c: Call):
-    dt = _dtype_attr(c, dtypes.VarType.FP32)
-    num = int(_x(c, "Num").reshape(-1)[0])
+    dt = dtype_attr(c, dtypes.VarType.FP32)
+    num = int(input_value(c, "Num").reshape(-1)[0])
     if num < 0:
         raise ExecutionError(f"logspace: Num is {num}; it must be >= 0")
     # Start, Stop and Base are first cast to dtype; step and exponents in double
-    start, stop, base = (float(_x(c, s).reshape(-1)[:1].astype(dt)[0]) for s in ("Start", "Stop", "Base"))
+    start, stop, base = (float(input_value(c, s).reshape(-1)[:1].astype(dt)[0]) for s in ("Start", "Stop", "Base"))
     if num > 1:
         step = (stop - start) / (num - 1) if dt.kind == "f" else float(int(stop - start)) / (num - 1)
         i = np.arange(num, dtype=np.float64)
@@ -239,7 +241,7 @@ def _fill_value(c: Call, dt: np.dtype):
 
 
 def batch_shape(c: Call) -> tuple[int, ...]:
-    x = _x(c, "Input")
+    x = input_value(c, "Input")
     shape = [int(d) for d in c.attr("shape", [])]
     i, o = int(c.attr("input_dim_idx", 0)), int(c.attr("output_dim_idx", 0))
     if not (0 <= i < x.ndim and 0 <= o < len(shape)):
@@ -252,7 +254,7 @@ def batch_shape(c: Call) -> tuple[int, ...]:
 
 
 def _fill_constant_batch_size_like(c: Call):
-    dt = _dtype_attr(c, dtypes.VarType.FP32)
+    dt = dtype_attr(c, dtypes.VarType.FP32)
     return {"Out": np.full(batch_shape(c), _fill_value(c, dt), dtype=dt)}
 
 
@@ -271,7 +273,7 @@ _reg("fill_constant_batch_size_like", _fill_constant_batch_size_like, _fcbsl_sam
 
 
 def _full_int_array(c: Call):
-    dt = _dtype_attr(c, dtypes.VarType.INT64)
+    dt = dtype_attr(c, dtypes.VarType.INT64)
     if dt.kind not in "iu":
         raise c.unsupported("dtype", int(c.attr("dtype")), "full_int_array makes int32 or int64 tensors")
     return {"out": np.array([int(v) for v in c.attr("value", [])], dtype=dt)}
@@ -287,7 +289,7 @@ _reg("full_int_array", _full_int_array, None, ("value", "dtype", "place"),
 # identities on CPU
 # --------------------------------------------------------------------------
 def _copy_x(c: Call):
-    return {"Out": np.array(_x(c, "X"), copy=True)}
+    return {"Out": np.array(input_value(c, "X"), copy=True)}
 
 
 def _copy_samples(rng):
@@ -302,7 +304,7 @@ _reg("share_data", _copy_x, _copy_samples, (), "Out = X (shares X's data)")
 
 
 def _depend(c: Call):
-    return {"Out": np.array(_x(c, "X"), copy=True)}
+    return {"Out": np.array(input_value(c, "X"), copy=True)}
 
 
 def _depend_samples(rng):
@@ -323,7 +325,7 @@ _reg("nop", _nop, None, (), "Out = X (an op that does nothing: it only orders op
 # elementwise integer / float helpers
 # --------------------------------------------------------------------------
 def _nextafter(c: Call):
-    x, y = _x(c, "x"), _x(c, "y")
+    x, y = input_value(c, "x"), input_value(c, "y")
     if x.dtype.kind != "f" or y.dtype != x.dtype:
         raise ExecutionError(f"nextafter: x is {x.dtype}, y is {y.dtype}; both must be the same float type")
     return {"out": np.nextafter(x, y)}
@@ -340,7 +342,7 @@ _reg("nextafter", _nextafter, _nextafter_samples, (), "out = the next float afte
 
 
 def _trunc_divide(c: Call):
-    x, y = _x(c, "x"), _x(c, "y")
+    x, y = input_value(c, "x"), input_value(c, "y")
     if x.dtype != y.dtype:
         raise ExecutionError(f"trunc_divide: x is {x.dtype}, y is {y.dtype}; Paddle needs one dtype")
     if x.dtype.kind in "iu":
@@ -365,7 +367,7 @@ _reg("trunc_divide", _trunc_divide, _trunc_divide_samples, (),
 
 
 def _is_empty(c: Call):
-    return {"Out": np.array(_x(c, "X").size == 0)}
+    return {"Out": np.array(input_value(c, "X").size == 0)}
 
 
 def _is_empty_samples(rng):
@@ -376,7 +378,7 @@ _reg("is_empty", _is_empty, _is_empty_samples, (), "Out = (X has no elements), a
 
 
 def _shard_index(c: Call):
-    x = _x(c, "X")
+    x = input_value(c, "X")
     if x.dtype.kind not in "iu":
         raise ExecutionError(f"shard_index: X is {x.dtype}; Paddle takes int32 or int64 ids")
     index_num, nshards = int(c.attr("index_num", 0)), int(c.attr("nshards", 0))
@@ -405,7 +407,7 @@ _reg("shard_index", _shard_index, _shard_index_samples, ("index_num", "nshards",
 # metrics
 # --------------------------------------------------------------------------
 def _accuracy(c: Call):
-    idx, label = _x(c, "Indices"), _x(c, "Label")
+    idx, label = input_value(c, "Indices"), input_value(c, "Label")
     n = idx.shape[0] if idx.ndim else 0
     if label.size != n:
         raise ExecutionError(f"accuracy: Label has {label.size} values for {n} samples")
@@ -430,7 +432,7 @@ _reg("accuracy", _accuracy, _accuracy_samples, (),
 
 
 def _histogram(c: Call):
-    x = _x(c, "X")
+    x = input_value(c, "X")
     bins = int(c.attr("bins", 100))
     if bins < 1:
         raise ExecutionError(f"histogram: bins {bins} must be >= 1")
@@ -477,7 +479,7 @@ _reg("histogram", _histogram, _histogram_samples, ("bins", "min", "max", "densit
 # fc (the fused inference op) and average_accumulates (ModelAverage)
 # --------------------------------------------------------------------------
 def _fc(c: Call):
-    x, w = _x(c, "Input"), _x(c, "W")
+    x, w = input_value(c, "Input"), input_value(c, "W")
     k = int(c.attr("in_num_col_dims", 1))
     if not 1 <= k < max(x.ndim, 2):
         raise ExecutionError(f"fc: in_num_col_dims {k} does not fit Input of rank {x.ndim}")
@@ -516,10 +518,10 @@ _MAX_NUM_ACCUMULATES = 16384
 
 
 def _average_accumulates(c: Call):
-    p = _x(c, "param")
-    s1, s2, s3 = (_x(c, s).astype(p.dtype, copy=False).reshape(p.shape) for s in ("in_sum_1", "in_sum_2",
+    p = input_value(c, "param")
+    s1, s2, s3 = (input_value(c, s).astype(p.dtype, copy=False).reshape(p.shape) for s in ("in_sum_1", "in_sum_2",
                                                                                    "in_sum_3"))
-    counters = {s: _x(c, s) for s in ("in_num_accumulates", "in_old_num_accumulates", "in_num_updates")}
+    counters = {s: input_value(c, s) for s in ("in_num_accumulates", "in_old_num_accumulates", "in_num_updates")}
     n_acc = int(counters["in_num_accumulates"].reshape(-1)[0]) + 1
     old = int(counters["in_old_num_accumulates"].reshape(-1)[0])
     n_upd = int(counters["in_num_updates"].reshape(-1)[0]) + 1
@@ -574,11 +576,11 @@ def _auc_from(pos: np.ndarray, neg: np.ndarray) -> float:
 
 
 def _auc(c: Call):
-    pred, label = _x(c, "Predict"), _x(c, "Label")
+    pred, label = input_value(c, "Predict"), input_value(c, "Label")
     if c.attr("curve", "ROC") != "ROC":
         raise c.unsupported("curve", c.attr("curve"), "Paddle's CPU auc computes the ROC curve only")
     nt, steps = int(c.attr("num_thresholds", 2 ** 12 - 1)), int(c.attr("slide_steps", 1))
-    pos_in, neg_in = _x(c, "StatPos"), _x(c, "StatNeg")
+    pos_in, neg_in = input_value(c, "StatPos"), input_value(c, "StatNeg")
     bucket = nt + 1
     size = (1 + steps) * bucket + (1 if steps > 0 else 0)
     pos, neg = pos_in.reshape(-1).astype(np.int64), neg_in.reshape(-1).astype(np.int64)
@@ -647,7 +649,7 @@ _reg("auc", _auc, _auc_samples, ("curve", "num_thresholds", "slide_steps"),
 # check_numerics (FLAGS_check_nan_inf's op)
 # --------------------------------------------------------------------------
 def _check_numerics(c: Call):
-    x = _x(c, "tensor")
+    x = input_value(c, "tensor")
     if x.dtype.kind not in "fc":
         raise ExecutionError(f"check_numerics: tensor is {x.dtype}; Paddle checks float tensors")
     flat = x.reshape(-1)

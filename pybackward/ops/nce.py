@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ExecutionError
 from .paddle_table import paddle_opdef
-from .random import MT19937_64
+from .random import engine
 from .registry import Call, Sample, register
 
 _M64 = (1 << 64) - 1
@@ -40,10 +40,7 @@ class _Engine:
     """Draws as libstdc++'s distributions do from a std::mt19937_64."""
 
     def __init__(self, c: Call, seed: int):
-        if seed == 0:
-            rng = c.rng if c.rng is not None else np.random.default_rng()
-            seed = int(rng.integers(1, 2 ** 63))
-        self.mt = MT19937_64(seed)
+        self.mt = engine(c, seed)
 
     def next(self) -> int:
         return int(self.mt.raw(1)[0])

@@ -44,7 +44,8 @@ from .registry import Call, Sample, register
 _FLT_MAX = float(np.finfo(np.float32).max)
 
 
-def _ints(c: Call, name: str, nd: int, default=None) -> list[int]:
+def int_list(c: Call, name: str, nd: int, default=None) -> list[int]:
+    """An int-list attr of `nd` values (one value stands for all of them)."""
     v = c.attr(name, default)
     v = [int(t) for t in (v if isinstance(v, (list, tuple)) else [v])]
     if len(v) == 1 and nd > 1:
@@ -152,8 +153,8 @@ def _pool_type(c: Call) -> str:
 def _pool_windows(c: Call, in_shape, kind: str) -> Windows:
     """pool2d/pool3d windows (Pool{2,3}dFunctor), any number of axes."""
     nd = len(in_shape)
-    ksize = _ints(c, "ksize", nd, [1] * nd)
-    strides = _ints(c, "strides", nd, [1] * nd)
+    ksize = int_list(c, "ksize", nd, [1] * nd)
+    strides = int_list(c, "strides", nd, [1] * nd)
     global_pooling = bool(c.attr("global_pooling", False))
     adaptive = bool(c.attr("adaptive", False))
     fixed_out = adaptive and kind == "max"   # Paddle runs max with adaptive off
@@ -297,9 +298,9 @@ register(paddle_opdef(
 # --------------------------------------------------------------------------
 def _index_windows(c: Call, in_shape) -> Windows:
     nd = len(in_shape)
-    ksize = _ints(c, "ksize", nd)
-    strides = _ints(c, "strides", nd, [1] * nd)
-    pads = _ints(c, "paddings", nd, [0] * nd)
+    ksize = int_list(c, "ksize", nd)
+    strides = int_list(c, "strides", nd, [1] * nd)
+    pads = int_list(c, "paddings", nd, [0] * nd)
     adaptive = bool(c.attr("adaptive", False))
     ceil_mode = bool(c.attr("ceil_mode", False))
     if c.attr("global_pooling", False):
@@ -331,7 +332,7 @@ def _check_rank(c: Call, x) -> int:
     return nd
 
 
-def _max_with_index(x, win: Windows):
+def max_with_index(x, win: Windows):
     """First maximum above -FLT_MAX of each window and its flat index in the plane."""
     g, m = win.gather(x), win.mask()
     cand = np.where(m & (g > -_FLT_MAX), g, -np.inf)
@@ -346,11 +347,11 @@ def _max_with_index(x, win: Windows):
 def _max_pool_with_index(c: Call):
     x = c.x("X")
     _check_rank(c, x)
-    out, mask = _max_with_index(x, _index_windows(c, x.shape[2:]))
+    out, mask = max_with_index(x, _index_windows(c, x.shape[2:]))
     return {"Out": out, "Mask": mask}
 
 
-def _scatter_by_mask(c: Call, x, mask, dy):
+def scatter_by_mask(c: Call, x, mask, dy):
     """X@GRAD: dy added at the flat plane indices in mask (-1: nowhere)."""
     n, ch = x.shape[:2]
     plane = int(np.prod(x.shape[2:]))
@@ -369,7 +370,7 @@ def _max_pool_with_index_grad(c: Call):
         return {}
     x = c.x("X")
     _check_rank(c, x)
-    return {"X@GRAD": _scatter_by_mask(c, x, np.asarray(c.x("Mask")), c.x("Out@GRAD"))}
+    return {"X@GRAD": scatter_by_mask(c, x, np.asarray(c.x("Mask")), c.x("Out@GRAD"))}
 
 
 def _mpi_samples(rng: np.random.Generator, nd: int):
@@ -492,7 +493,7 @@ def _unpool_shape(c: Call, x):
     osz = [int(v) for v in (c.attr("output_size", []) or [])]
     if len(osz) == 2 and min(osz) > 0:
         return tuple(osz)
-    k, s, p = (_ints(c, n, 2, d) for n, d in (("ksize", [1, 1]), ("strides", [1, 1]), ("paddings", [0, 0])))
+    k, s, p = (int_list(c, n, 2, d) for n, d in (("ksize", [1, 1]), ("strides", [1, 1]), ("paddings", [0, 0])))
     return tuple((x.shape[2 + i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(2))
 
 
@@ -567,25 +568,26 @@ def fractional_axis(u: np.float32, n_in: int, n_out: int, k: int):
     return np.maximum(st, 0), np.minimum(en, n_in)
 
 
-def _fractional_windows(c: Call, x) -> Windows:
-    if x.ndim != 4:
-        raise c.unsupported("x rank", x.ndim, "fractional_max_pool2d takes a 4-D input")
-    osz = _ints(c, "output_size", 2)
-    ks = _ints(c, "kernel_size", 2, [0, 0])
-    for i in range(2):
+def fractional_windows(c: Call, x, nd: int) -> Windows:
+    """The windows of fractional_max_pool{2,3}d over x's last `nd` axes (from random_u)."""
+    if x.ndim != nd + 2:
+        raise c.unsupported("x rank", x.ndim, f"fractional_max_pool{nd}d takes a {nd + 2}-D input")
+    osz = int_list(c, "output_size", nd)
+    ks = int_list(c, "kernel_size", nd, [0] * nd)
+    for i in range(nd):
         if osz[i] < 1 or x.shape[2 + i] < osz[i] - 1 + ks[i]:
             raise c.unsupported("output_size/kernel_size", (osz, ks), f"do not fit the input {x.shape[2:]}")
     u = np.float32(c.attr("random_u", 0.0))
     if u == 0:   # Paddle draws u from its global generator, which a program does not hold
         rng = c.rng if c.rng is not None else np.random.default_rng()
         u = np.float32(rng.random())
-    starts, ends = zip(*(fractional_axis(u, x.shape[2 + i], osz[i], ks[i]) for i in range(2)))
+    starts, ends = zip(*(fractional_axis(u, x.shape[2 + i], osz[i], ks[i]) for i in range(nd)))
     return Windows(list(starts), list(ends), [e - s for s, e in zip(starts, ends)], x.shape[2:])
 
 
 def _fractional_max_pool2d(c: Call):
     x = c.x("x")
-    out, mask = _max_with_index(x, _fractional_windows(c, x))
+    out, mask = max_with_index(x, fractional_windows(c, x, 2))
     return {"out": out, "mask": mask}
 
 
@@ -593,7 +595,7 @@ def _fractional_max_pool2d_grad(c: Call):
     if not c.wants("x@GRAD"):
         return {}
     x = c.x("x")
-    return {"x@GRAD": _scatter_by_mask(c, x, np.asarray(c.x("mask")), c.x("out@GRAD"))}
+    return {"x@GRAD": scatter_by_mask(c, x, np.asarray(c.x("mask")), c.x("out@GRAD"))}
 
 
 def _fractional_samples(rng: np.random.Generator):

@@ -136,7 +136,9 @@ def normal(engine: MT19937_64, n: int, mean: float, std: float, dt: np.dtype) ->
 # --------------------------------------------------------------------------
 # kernels
 # --------------------------------------------------------------------------
-def _engine(c: Call, seed: int) -> MT19937_64:
+def engine(c: Call, seed: int = 0) -> MT19937_64:
+    """Paddle's engine for a seeded op; seed 0 (Paddle's global generator, whose
+    state a program does not hold) is drawn from the interpreter's generator."""
     if seed == 0:
         rng = c.rng if c.rng is not None else np.random.default_rng()
         seed = int(rng.integers(1, 2 ** 63))
@@ -166,18 +168,23 @@ def _shape(c: Call) -> tuple[int, ...]:
     return shape
 
 
-def _uniform_random(c: Call):
-    shape = _shape(c)
-    work, out_dt = _float_dtype(c)
+def uniform_fill(c: Call, shape, work: np.dtype, out_dt: np.dtype) -> np.ndarray:
+    """uniform_random's values of `shape`: U[min, max) drawn in `work`, the
+    diag_num / diag_step / diag_val entries set, cast to `out_dt`."""
     n = int(np.prod(shape, dtype=np.int64))
     lo, hi = np.float32(c.attr("min", -1.0)), np.float32(c.attr("max", 1.0))
-    data = _engine(c, int(c.attr("seed", 0))).uniform(n, lo, hi, work)
+    data = engine(c, int(c.attr("seed", 0))).uniform(n, lo, hi, work)
     diag_num, diag_step = int(c.attr("diag_num", 0)), int(c.attr("diag_step", 0))
     if diag_num > 0:
         if n <= (diag_num - 1) * (diag_step + 1):
-            raise ExecutionError(f"uniform_random: diag_num={diag_num}, diag_step={diag_step} exceed {n} elements")
-        data[np.arange(diag_num) * (diag_step + 1)] = work.type(c.attr("diag_val", 1.0))
-    return {"Out": data.astype(out_dt, copy=False).reshape(shape)}
+            raise ExecutionError(f"{c.op_type}: diag_num={diag_num}, diag_step={diag_step} exceed {n} elements")
+        data[np.arange(diag_num) * (diag_step + 1)] = work.type(np.float32(c.attr("diag_val", 1.0)))
+    return data.astype(out_dt, copy=False).reshape(shape)
+
+
+def _uniform_random(c: Call):
+    work, out_dt = _float_dtype(c)
+    return {"Out": uniform_fill(c, _shape(c), work, out_dt)}
 
 
 register(OpDef(type="uniform_random", inputs=("ShapeTensor", "ShapeTensorList"), outputs=("Out",),
@@ -191,7 +198,7 @@ def _gaussian_random(c: Call):
     work, out_dt = _float_dtype(c)
     n = int(np.prod(shape, dtype=np.int64))
     mean, std = np.float32(c.attr("mean", 0.0)), np.float32(c.attr("std", 1.0))
-    data = normal(_engine(c, int(c.attr("seed", 0))), n, mean, std, work)
+    data = normal(engine(c, int(c.attr("seed", 0))), n, mean, std, work)
     return {"Out": data.astype(out_dt, copy=False).reshape(shape)}
 
 
@@ -268,7 +275,7 @@ def _truncated_gaussian_random(c: Call):
     def cdf(v):  # double arithmetic, stored in T
         return t((1.0 + math.erf(float(t((v - mean) / std)) / math.sqrt(2.0))) / 2.0)
     a_cdf, b_cdf = cdf(a), cdf(b)
-    eng = _engine(c, int(c.attr("seed", 0)))
+    eng = engine(c, int(c.attr("seed", 0)))
     value = eng.uniform(n, np.finfo(np.float32).tiny, 1.0, work)
     p = a_cdf + (b_cdf - a_cdf) * value
     e = _erfinv(t(2) * p - t(1))
@@ -324,7 +331,7 @@ def _dropout(c: Call):
         seed = int(np.asarray(c.x("Seed")).reshape(-1)[0])
     else:
         seed = int(c.attr("seed", 0)) if c.attr("fix_seed", False) else 0
-    keep = _engine(c, seed).canonical(x.size, np.float32).reshape(x.shape) >= p
+    keep = engine(c, seed).canonical(x.size, np.float32).reshape(x.shape) >= p
     kept = x / t(np.float32(1) - p) if upscale else x
     return {"Out": np.where(keep, kept, t(0)).astype(x.dtype, copy=False), "Mask": keep.astype(np.uint8)}
 

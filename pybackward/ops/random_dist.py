@@ -19,38 +19,16 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ExecutionError
-from .misc_more import batch_shape
+from .misc_more import batch_shape, dtype_attr, input_value
 from .paddle_table import paddle_opdef
-from .random import MT19937_64
+from .random import MT19937_64, engine, uniform_fill
 from .registry import Call, Sample, register
 
 _U64 = (1 << 64) - 1
 
 
-def _engine(c: Call, seed: int) -> MT19937_64:
-    if seed == 0:
-        rng = c.rng if c.rng is not None else np.random.default_rng()
-        seed = int(rng.integers(1, 2 ** 63))
-    return MT19937_64(seed)
-
-
 def _rng(c: Call) -> np.random.Generator:
     return c.rng if c.rng is not None else np.random.default_rng()
-
-
-def _dtype_attr(c: Call, default: int) -> np.dtype:
-    d = int(c.attr("dtype", default))
-    try:
-        return dtypes.to_numpy(d)
-    except (KeyError, ValueError):
-        raise c.unsupported("dtype", d, f"data type {dtypes.type_name(d)} has no NumPy equivalent") from None
-
-
-def _x(c: Call, slot: str) -> np.ndarray:
-    v = c.x(slot)
-    if v is None:
-        raise ExecutionError(f"{c.op_type}: input '{slot}' has no value")
-    return np.asarray(v)
 
 
 def uniform_ints(engine: MT19937_64, n: int, span: int) -> np.ndarray:
@@ -83,20 +61,11 @@ def uniform_ints(engine: MT19937_64, n: int, span: int) -> np.ndarray:
 # --------------------------------------------------------------------------
 def _uniform_random_batch_size_like(c: Call):
     shape = batch_shape(c)
-    out_dt = _dtype_attr(c, dtypes.VarType.FP32)
+    out_dt = dtype_attr(c, dtypes.VarType.FP32)
     if out_dt.kind != "f":
         raise c.unsupported("dtype", int(c.attr("dtype")), "random ops make floating point tensors")
     work = np.dtype(np.float32) if out_dt == np.float16 else out_dt
-    n = int(np.prod(shape, dtype=np.int64))
-    lo, hi = np.float32(c.attr("min", -1.0)), np.float32(c.attr("max", 1.0))
-    data = _engine(c, int(c.attr("seed", 0))).uniform(n, lo, hi, work)
-    diag_num, diag_step = int(c.attr("diag_num", 0)), int(c.attr("diag_step", 0))
-    if diag_num > 0:
-        if n <= (diag_num - 1) * (diag_step + 1):
-            raise ExecutionError(f"uniform_random_batch_size_like: diag_num={diag_num}, diag_step={diag_step} "
-                                 f"exceed {n} elements")
-        data[np.arange(diag_num) * (diag_step + 1)] = work.type(np.float32(c.attr("diag_val", 1.0)))
-    return {"Out": data.astype(out_dt, copy=False).reshape(shape)}
+    return {"Out": uniform_fill(c, shape, work, out_dt)}
 
 
 def _urbsl_samples(rng):
@@ -130,7 +99,7 @@ def _randint(c: Call):
     low, high = int(c.attr("low", 0)), int(c.attr("high", 0))
     if low >= high:
         raise ExecutionError(f"randint: low ({low}) must be less than high ({high})")
-    dt = _dtype_attr(c, dtypes.VarType.INT64)
+    dt = dtype_attr(c, dtypes.VarType.INT64)
     if dt not in (np.int32, np.int64):
         raise c.unsupported("dtype", int(c.attr("dtype")), "Paddle's CPU randint makes int32 or int64")
     shape = _shape(c)
@@ -139,7 +108,7 @@ def _randint(c: Call):
     # (2 for int32, 3 for int64) whenever `seed` is nonzero - probed on a live Paddle:
     # every nonzero seed gives the same stream - and from its global generator for 0.
     seed = int(c.attr("seed", 0))
-    vals = uniform_ints(_engine(c, int(c.attr("dtype", dtypes.VarType.INT64)) if seed else 0), n, high - low)
+    vals = uniform_ints(engine(c, int(c.attr("dtype", dtypes.VarType.INT64)) if seed else 0), n, high - low)
     return {"Out": (vals.astype(np.int64) + low).astype(dt).reshape(shape)}
 
 
@@ -161,7 +130,7 @@ def _randperm(c: Call):
     n = int(c.attr("n", 0))
     if n < 0:
         raise ExecutionError(f"randperm: n is {n}; it must be >= 0")
-    dt = _dtype_attr(c, dtypes.VarType.INT64)
+    dt = dtype_attr(c, dtypes.VarType.INT64)
     seed = int(c.attr("seed", 0))
     rng = np.random.default_rng(seed) if seed else _rng(c)
     return {"Out": rng.permutation(n).astype(dt)}
@@ -178,7 +147,7 @@ register(paddle_opdef("randperm", _randperm, attrs_handled=("n", "dtype", "seed"
 # Paddle's global generator: the interpreter's instead
 # --------------------------------------------------------------------------
 def _float_in(c: Call, slot: str) -> np.ndarray:
-    x = _x(c, slot)
+    x = input_value(c, slot)
     if x.dtype.kind != "f":
         raise ExecutionError(f"{c.op_type}: '{slot}' is {x.dtype}; Paddle's CPU kernel takes float or double")
     return x
@@ -193,7 +162,7 @@ def _bernoulli(c: Call):
 
 
 def _binomial(c: Call):
-    count, prob = _x(c, "count"), _float_in(c, "prob")
+    count, prob = input_value(c, "count"), _float_in(c, "prob")
     if np.any((prob < 0) | (prob > 1)) or np.any(count < 0):
         raise ExecutionError("binomial: need count >= 0 and prob in [0, 1]")
     count, prob = np.broadcast_arrays(count, prob)

@@ -22,15 +22,8 @@ import numpy as np
 
 from ..errors import ExecutionError
 from .paddle_table import paddle_opdef
-from .random import MT19937_64, normal
+from .random import engine, normal
 from .registry import Call, Sample, register
-
-
-def _engine(c: Call, seed: int = 0) -> MT19937_64:
-    if seed == 0:
-        rng = c.rng if c.rng is not None else np.random.default_rng()
-        seed = int(rng.integers(1, 2 ** 63))
-    return MT19937_64(seed)
 
 
 def _float_x(c: Call, slot: str) -> np.ndarray:
@@ -61,7 +54,7 @@ def _x_samples(slot: str, attrs: dict, extra: list | None = None):
 def _uniform_random_inplace(c: Call):
     x = _float_x(c, "X")
     lo, hi = np.float32(c.attr("min", -1.0)), np.float32(c.attr("max", 1.0))
-    data = _engine(c, int(c.attr("seed", 0))).uniform(x.size, lo, hi, x.dtype)
+    data = engine(c, int(c.attr("seed", 0))).uniform(x.size, lo, hi, x.dtype)
     return {"Out": data.reshape(x.shape)}
 
 
@@ -76,7 +69,7 @@ register(paddle_opdef("uniform_random_inplace", _uniform_random_inplace,
 def _gaussian_inplace(c: Call):
     x = _float_x(c, "x")
     mean, std = np.float32(c.attr("mean", 0.0)), np.float32(c.attr("std", 1.0))
-    data = normal(_engine(c, int(c.attr("seed", 0))), x.size, mean, std, x.dtype)
+    data = normal(engine(c, int(c.attr("seed", 0))), x.size, mean, std, x.dtype)
     return {"out": data.reshape(x.shape)}
 
 
@@ -95,7 +88,7 @@ def _exponential(c: Call):
     lam = float(c.attr("lambda", 1.0))
     if not lam > 0:
         raise c.unsupported("lambda", lam, "must be positive")
-    u = _engine(c).canonical(x.size, x.dtype)
+    u = engine(c).canonical(x.size, x.dtype)
     return {"Out": (-np.log1p(-u) / x.dtype.type(lam)).astype(x.dtype).reshape(x.shape)}
 
 
@@ -108,7 +101,7 @@ def _poisson(c: Call):
     x = _float_x(c, "X")
     if np.any(x < 0) or not np.all(np.isfinite(x)):
         raise ExecutionError("poisson: rates must be finite and non-negative")
-    rng = np.random.default_rng(int(_engine(c).raw(1)[0]))
+    rng = np.random.default_rng(int(engine(c).raw(1)[0]))
     return {"Out": rng.poisson(x).astype(x.dtype)}
 
 
@@ -129,7 +122,7 @@ def _random(c: Call):
     lo, hi = int(c.attr("from", 0)), int(c.attr("to", 0))
     if lo >= hi:
         raise ExecutionError(f"random: 'from' ({lo}) must be less than 'to' ({hi})")
-    rng = np.random.default_rng(int(_engine(c).raw(1)[0]))
+    rng = np.random.default_rng(int(engine(c).raw(1)[0]))
     return {"out": rng.integers(lo, hi, size=x.shape).astype(x.dtype)}
 
 
@@ -157,7 +150,7 @@ def _rrelu(c: Call):
     if c.attr("is_test", False):
         noise = np.full(x.shape, t((lo + hi) / np.float32(2)))
     else:  # drawn as float, as Paddle's kernel does
-        noise = _engine(c).uniform(x.size, lo, hi, np.float32).astype(x.dtype).reshape(x.shape)
+        noise = engine(c).uniform(x.size, lo, hi, np.float32).astype(x.dtype).reshape(x.shape)
     noise = np.where(x >= 0, t(1), noise).astype(x.dtype)
     return {"Out": x * noise, "Noise": noise}
 
@@ -194,7 +187,7 @@ def _gumbel_softmax(c: Call):
         raise ExecutionError(f"gumbel_softmax: axis {axis} is out of range for rank {x.ndim}")
     if x.ndim == 0:
         return {"Out": np.ones((), x.dtype)}
-    u = _engine(c).canonical(x.size, x.dtype).reshape(x.shape)
+    u = engine(c).canonical(x.size, x.dtype).reshape(x.shape)
     tiny = x.dtype.type(np.finfo(x.dtype).tiny)
     gumbel = -np.log(-np.log(np.maximum(u, tiny)))
     z = (x + gumbel) / x.dtype.type(t)

@@ -141,6 +141,20 @@ def _float_input(c: Call) -> np.ndarray:
     return x
 
 
+def _gated_input(c: Call, fused: tuple[np.ndarray, np.ndarray] | None, gates: int):
+    """(X, hidden weight, hidden size) of an lstm (4 gates) or gru (3 gates), checked;
+    `fused`: a fusion op's projected X and WeightH instead of the op's Input and Weight."""
+    x = _float_input(c) if fused is None else fused[0]
+    if x.shape[1] % gates:
+        raise ExecutionError(f"op {c.op_type}: the input width {x.shape[1]} is not {gates} * hidden size")
+    d = x.shape[1] // gates
+    w = np.asarray(c.x("Weight")) if fused is None else fused[1]
+    if w.shape != (d, gates * d):
+        raise ExecutionError(f"op {c.op_type}: the hidden weight must be [{d}, {gates * d}], it is "
+                             f"{list(w.shape)}")
+    return x, w, d
+
+
 # --------------------------------------------------------------------------
 # lstm
 # --------------------------------------------------------------------------
@@ -149,15 +163,8 @@ class _Lstm:
     projected X (bias included) and WeightH."""
 
     def __init__(self, c: Call, fused: tuple[np.ndarray, np.ndarray] | None = None):
-        x = _float_input(c) if fused is None else fused[0]
-        if x.shape[1] % 4:
-            raise ExecutionError(f"op {c.op_type}: the input width {x.shape[1]} is not 4 * hidden size")
-        d = x.shape[1] // 4
-        self.d, self.x = d, x
-        self.w = np.asarray(c.x("Weight")) if fused is None else fused[1]
-        if self.w.shape != (d, 4 * d):
-            raise ExecutionError(f"op {c.op_type}: the hidden weight must be [{d}, {4 * d}], it is "
-                                 f"{list(self.w.shape)}")
+        x, self.w, d = _gated_input(c, fused, 4)
+        self.x, self.d = x, d
         bias = np.asarray(c.x("Bias")).reshape(-1)
         self.peep = bool(c.attr("use_peepholes", True))
         if bias.size != (7 if self.peep else 4) * d:
@@ -344,15 +351,8 @@ class _Gru:
     WeightH, with no bias (it is in xx) and no origin_mode (its kernel ignores it)."""
 
     def __init__(self, c: Call, fused: tuple[np.ndarray, np.ndarray] | None = None):
-        x = _float_input(c) if fused is None else fused[0]
-        if x.shape[1] % 3:
-            raise ExecutionError(f"op {c.op_type}: the input width {x.shape[1]} is not 3 * hidden size")
-        d = x.shape[1] // 3
-        self.d, self.x = d, x
-        self.w = np.asarray(c.x("Weight")) if fused is None else fused[1]
-        if self.w.shape != (d, 3 * d):
-            raise ExecutionError(f"op {c.op_type}: the hidden weight must be [{d}, {3 * d}], it is "
-                                 f"{list(self.w.shape)}")
+        x, self.w, d = _gated_input(c, fused, 3)
+        self.x, self.d = x, d
         self.w_ur, self.w_c = _split_weight(self.w, d)
         bias = c.x("Bias") if fused is None else None
         self.bias = None if bias is None else np.asarray(bias).reshape(1, -1)

@@ -32,18 +32,8 @@ import numpy as np
 from ..errors import ExecutionError
 from .paddle_table import paddle_opdef
 from .pool import distinct
-from .pool_more import Windows, fractional_axis
+from .pool_more import fractional_windows, int_list, max_with_index, scatter_by_mask
 from .registry import Call, Sample, register
-
-
-def _ints(c: Call, name: str, nd: int, default=None) -> list[int]:
-    v = c.attr(name, default)
-    v = [int(t) for t in (v if isinstance(v, (list, tuple)) else [v])]
-    if len(v) == 1 and nd > 1:
-        v = v * nd
-    if len(v) != nd:
-        raise c.unsupported(name, v, f"expected {nd} values")
-    return v
 
 
 # --------------------------------------------------------------------------
@@ -108,35 +98,9 @@ register(paddle_opdef("unpool3d", _unpool3d, {"unpool3d_grad": _unpool3d_grad}, 
 # --------------------------------------------------------------------------
 # fractional_max_pool3d
 # --------------------------------------------------------------------------
-def _fractional3d_windows(c: Call, x) -> Windows:
-    if x.ndim != 5:
-        raise c.unsupported("x rank", x.ndim, "fractional_max_pool3d takes a 5-D input")
-    osz = _ints(c, "output_size", 3)
-    ks = _ints(c, "kernel_size", 3, [0, 0, 0])
-    for i in range(3):
-        if osz[i] < 1 or x.shape[2 + i] < osz[i] - 1 + ks[i]:
-            raise c.unsupported("output_size/kernel_size", (osz, ks), f"do not fit the input {x.shape[2:]}")
-    u = np.float32(c.attr("random_u", 0.0))
-    if u == 0:   # Paddle draws u from its global generator, which a program does not hold
-        rng = c.rng if c.rng is not None else np.random.default_rng()
-        u = np.float32(rng.random())
-    starts, ends = zip(*(fractional_axis(u, x.shape[2 + i], osz[i], ks[i]) for i in range(3)))
-    return Windows(list(starts), list(ends), [e - s for s, e in zip(starts, ends)], x.shape[2:])
-
-
-def _window_max(x, win: Windows):
-    """First maximum of each window and its flat index in the volume."""
-    g, m = win.gather(x), win.mask()
-    cand = np.where(m, g, -np.inf)
-    pick = cand.argmax(axis=-1)
-    best = np.take_along_axis(cand, pick[..., None], axis=-1)[..., 0]
-    flat = np.broadcast_to(win.flat_index(), g.shape)
-    return best.astype(x.dtype), np.take_along_axis(flat, pick[..., None], axis=-1)[..., 0].astype(np.int32)
-
-
 def _fractional_max_pool3d(c: Call):
     x = c.x("x")
-    out, mask = _window_max(x, _fractional3d_windows(c, x))
+    out, mask = max_with_index(x, fractional_windows(c, x, 3))
     return {"out": out, "mask": mask}
 
 
@@ -144,15 +108,7 @@ def _fractional_max_pool3d_grad(c: Call):
     if not c.wants("x@GRAD"):
         return {}
     x = c.x("x")
-    mask = np.asarray(c.x("mask")).astype(np.int64)
-    dy = np.asarray(c.x("out@GRAD"))
-    n, ch = x.shape[:2]
-    vol = int(np.prod(x.shape[2:]))
-    if mask.shape != dy.shape or (mask.size and (mask.min() < 0 or mask.max() >= vol)):
-        raise ExecutionError(f"{c.op_type}: mask {mask.shape} does not index the input volume for out {dy.shape}")
-    dx = np.zeros((n * ch, vol), dy.dtype)
-    np.add.at(dx, (np.arange(n * ch)[:, None], mask.reshape(n * ch, -1)), dy.reshape(n * ch, -1))
-    return {"x@GRAD": dx.reshape(x.shape).astype(x.dtype, copy=False)}
+    return {"x@GRAD": scatter_by_mask(c, x, np.asarray(c.x("mask")), c.x("out@GRAD"))}
 
 
 def _fractional3d_samples(rng):
@@ -269,7 +225,7 @@ class _Deform:
     def __init__(self, c: Call, x, offset, filt, mask):
         if x.ndim != 4 or filt.ndim != 4 or offset.ndim != 4:
             raise c.unsupported("Input rank", x.ndim, "2-D deformable convolution (NCHW) only")
-        self.s, self.p, self.d = (_ints(c, n, 2, dv) for n, dv in (("strides", [1, 1]), ("paddings", [0, 0]),
+        self.s, self.p, self.d = (int_list(c, n, 2, dv) for n, dv in (("strides", [1, 1]), ("paddings", [0, 0]),
                                                                     ("dilations", [1, 1])))
         self.g = int(c.attr("groups", 1))
         self.dg = int(c.attr("deformable_groups", 1))
