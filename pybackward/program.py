@@ -575,6 +575,9 @@ class Program:
         #: Read from bytes (as Paddle's `parse_from_string`), not built in
         #: memory: the pass then reads its ops as Paddle's parse does.
         self.parsed = False
+        #: The ops of a parsed program that name an attr twice, found by the
+        #: loader's validation; None: not known (look at every op).
+        self.repeated_attr_ops: list[Operator] | None = None
         self.blocks: list[Block] = [Block(self, b) for b in desc.blocks]
         #: Vars per block as loaded. Paddle writes the vars a file had in file
         #: order and every var added since after them, sorted by name.
@@ -633,11 +636,13 @@ class Program:
     def sync(self) -> None:
         """Rebuild every view after direct edits of `desc`."""
         self.blocks = [Block(self, b) for b in self.desc.blocks]
+        self.repeated_attr_ops = None
 
     def rebind(self) -> None:
         """Point the existing views at `desc` again after it was replaced as a
         whole (a failed pass restoring its copy): Block and Variable objects
         users hold stay valid; blocks and vars that no longer exist are dropped."""
+        self.repeated_attr_ops = None   # the restored descs may name attrs twice again
         n = len(self.desc.blocks)
         del self.blocks[n:]
         for i, bdesc in enumerate(self.desc.blocks):
@@ -671,8 +676,9 @@ def read_program(data: bytes, source: str | None = None, check_vars: bool = True
     what `io.loads` and `Program.from_bytes` do."""
     desc, label = parse_program_desc(data, source, text, max_bytes)
     with paused_gc():
-        validate(desc, label, check_vars=check_vars)
+        repeats = validate(desc, label, check_vars=check_vars)
         program = Program(desc, source=source)
         program.parsed = True
+        program.repeated_attr_ops = [program.blocks[b].ops[i] for b, i in repeats]
         check_op_structure(program)
         return program

@@ -47,8 +47,11 @@ _FRAMEWORK_ATTR_TYPES = {
 }
 
 
-def validate(desc: pb.ProgramDesc, source: str | None = None, check_vars: bool = True) -> None:
-    """Raise ProgramFileError on the first structural problem found.
+def validate(desc: pb.ProgramDesc, source: str | None = None,
+             check_vars: bool = True) -> list[tuple[int, int]]:
+    """Raise ProgramFileError on the first structural problem found; return
+    the (block, op) positions of the ops that name an attr twice (Paddle's
+    parse keeps one of each: `program.dedupe_attrs`).
 
     Each var and op is read once, and checked by lookups: names against a set
     per block, attrs against the (name, type) pairs already found sound. Only
@@ -65,8 +68,10 @@ def validate(desc: pb.ProgramDesc, source: str | None = None, check_vars: bool =
     declared = [_check_vars(b, source) for b in blocks]
     scope = _Scopes(desc, declared) if check_vars else None
     sound: dict[str, int] = {}  # attr name -> an AttrType it was found sound with
+    repeats: list[tuple[int, int]] = []
     for b in blocks:
-        _check_ops(b, n, declared[b.idx], scope, sound, source)
+        _check_ops(b, n, declared[b.idx], scope, sound, source, repeats)
+    return repeats
 
 
 def _check_vars(b: pb.BlockDesc, source: str | None) -> set[str]:
@@ -106,17 +111,25 @@ def _dims_sound(dims) -> bool:
 
 
 def _check_ops(b: pb.BlockDesc, n: int, own: set[str], scope: "_Scopes | None",
-               sound: dict[str, int], source: str | None) -> None:
+               sound: dict[str, int], source: str | None, repeats: list[tuple[int, int]]) -> None:
     idx = b.idx
     own_has_all = own.issuperset
     sound_type = sound.get
     for i, op in enumerate(b.ops):
         ok = type(op.type) is str
         if ok:
-            for a in op.attrs:
-                if sound_type(a.name) != a.type and not _attr_sound(a, idx, n, sound):
+            attrs = op.attrs
+            names = set()
+            add = names.add
+            for a in attrs:
+                name = a.name
+                if sound_type(name) != a.type and not _attr_sound(a, idx, n, sound):
                     ok = False
                     break
+                add(name)
+            else:
+                if len(names) != len(attrs):
+                    repeats.append((idx, i))
         if ok:
             ok = _slots_sound(op.inputs, own, own_has_all, scope, idx) and \
                 _slots_sound(op.outputs, own, own_has_all, scope, idx)

@@ -170,3 +170,51 @@ def test_check_vars_false_accepts_undeclared_args():
     d.blocks[0].ops.add(type="relu").inputs.add(parameter="X", arguments=["ghost"])
     prog = pybackward.loads(d.SerializeToString(), check_vars=False)
     assert prog.global_block().ops[0].input("X") == ["ghost"]
+
+
+def _program_with_a_repeated_attr() -> bytes:
+    """x -> scale (attr `scale` written twice: 2.0, then 3.0) -> mean."""
+    prog = pybackward.Program()
+    b = prog.global_block()
+    b.create_var("x", [2, 3], "float32")
+    b.create_var("y", [2, 3], "float32")
+    b.create_var("loss", [], "float32")
+    op = b.append_op("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0, "bias": 0.0, "op_role": 0})
+    op.desc.attrs.add().CopyFrom(op.desc.attrs[0])
+    op.desc.attrs[-1].f = 3.0
+    b.append_op("mean", {"X": ["y"]}, {"Out": ["loss"]}, {"op_role": 0})
+    return pybackward.dumps(prog)
+
+
+def test_the_pass_keeps_one_attr_per_name_as_paddles_parse_does():
+    """validate() finds the forward ops that name an attr twice; the pass then
+    keeps each name once, where it first stands, with its last value - on a
+    loaded program, on a clone of it, and again after a failed pass restored it."""
+    data = _program_with_a_repeated_attr()
+    prog = pybackward.loads(data)
+    scale = prog.global_block().ops[0]
+    assert prog.repeated_attr_ops == [scale]
+    assert [a.name for a in scale.desc.attrs].count("scale") == 2
+    assert pybackward.dumps(prog) == data           # loading keeps the file's bytes
+
+    def names_once(p):
+        op = p.global_block().ops[0]
+        names = [a.name for a in op.desc.attrs]
+        return len(names) == len(set(names)) and op.attr("scale") == 3.0 and names.index("scale") == 0
+
+    twin = prog.clone()
+    assert twin.repeated_attr_ops is None           # a clone's descs are new: every op is looked at
+    pybackward.append_backward("loss", program=twin)
+    assert names_once(twin)
+
+    with pytest.raises(pybackward.PyBackwardError):
+        pybackward.append_backward("loss", program=prog, parameter_list=["no_such_param"])
+    with pytest.raises(pybackward.PyBackwardError):
+        pybackward.append_backward("loss", program=prog, callbacks=[_fail])
+    assert [a.name for a in prog.global_block().ops[0].desc.attrs].count("scale") == 2   # restored
+    pybackward.append_backward("loss", program=prog)
+    assert names_once(prog)
+
+
+def _fail(block, context):
+    raise pybackward.PyBackwardError("a callback fails")

@@ -46,8 +46,9 @@ def _attr(name: str, value: Any, attr_type: int | None) -> pb.OpDesc.Attr:
     return a
 
 
-def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD) -> None:
-    """Fill `desc` from `g` as Paddle would serialise it.
+def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD) -> bytes | None:
+    """Fill `desc` from `g` as Paddle would serialise it; returns the wire
+    bytes of its attrs when they came from the cache (None otherwise).
 
     Attrs: the forward op's (copied verbatim) or, for an op made from nothing,
     none; then every default Paddle's checker adds for the op type and the op
@@ -66,7 +67,7 @@ def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD
     key = _attrs_key(g, role)
     if key is None:
         _fill_attrs(desc, g, role)
-        return
+        return None
     data = _ATTR_BYTES.get(key)
     if data is None:
         scratch = pb.OpDesc()
@@ -76,6 +77,7 @@ def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD
             _ATTR_BYTES.clear()
         _ATTR_BYTES[key] = data
     desc.MergeFromString(data)
+    return data
 
 
 _ATTR_BYTES: dict[tuple, bytes] = {}
@@ -241,13 +243,24 @@ def emit(block: Block, ops: Sequence[GradOp], context: dict, callbacks: Sequence
     """Append grad ops to `block` with op_role=1, calling back after each."""
     for g in ops:
         desc = block.desc.ops.add()
-        fill_op_desc(desc, g)
+        attr_bytes = fill_op_desc(desc, g)
         op = Operator(block, desc)
+        # The view's caches, from what was just written (the later steps read
+        # every new op's arguments; reading them back from the desc costs more).
+        ins, outs = g.inputs, g.outputs
+        op._in_args = tuple([a for s in sorted(ins) for a in ins[s]])
+        op._out_args = tuple([a for s in sorted(outs) for a in outs[s]])
+        if attr_bytes is not None and _SUB_BLOCK_BYTES not in attr_bytes:
+            op._sub_block = None
         block.ops.append(op)
         if callbacks:
             context["__current_op_desc__"] = PaddleOpDesc(op)
             for cb in callbacks:
                 cb(block=block, context=context)
+
+
+#: How a `sub_block` attr's name starts on the wire (Attr field 1, 9 bytes).
+_SUB_BLOCK_BYTES = b"\n\tsub_block"
 
 
 def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],

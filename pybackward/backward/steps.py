@@ -69,9 +69,10 @@ def as_paddle_parses(program: Program, keep_param_stop_gradient: bool) -> None:
     parameters (see the module doc). A program built in memory is left as
     Paddle leaves its own in-memory programs."""
     if program.parsed:
-        for b in program.blocks:
-            for op in b.ops:
-                dedupe_attrs(op.desc)
+        known = program.repeated_attr_ops
+        for op in (known if known is not None else (op for b in program.blocks for op in b.ops)):
+            dedupe_attrs(op.desc)
+        program.repeated_attr_ops = []
     if keep_param_stop_gradient:
         return
     for b in program.blocks:
