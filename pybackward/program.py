@@ -22,7 +22,7 @@ from .op_roles import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_F
                        OP_ROLE_LOSS, OP_ROLE_OPTIMIZE, OP_ROLE_VAR_ATTR)
 from .text import program_to_text
 from .validate import validate
-from .wire import MAX_PROGRAM_BYTES, check_op_structure, parse_program_desc
+from .wire import MAX_PROGRAM_BYTES, check_block_attrs, check_op_structure, parse_program_desc
 
 VarType = pb.VarType
 _TENSOR_FIELDS = dtypes.TENSOR_VAR_TYPES
@@ -676,9 +676,18 @@ def read_program(data: bytes, source: str | None = None, check_vars: bool = True
     what `io.loads` and `Program.from_bytes` do."""
     desc, label = parse_program_desc(data, source, text, max_bytes)
     with paused_gc():
-        repeats = validate(desc, label, check_vars=check_vars)
+        found = validate(desc, label, check_vars=check_vars)
         program = Program(desc, source=source)
         program.parsed = True
-        program.repeated_attr_ops = [program.blocks[b].ops[i] for b, i in repeats]
+        blocks = program.blocks
+        program.repeated_attr_ops = [blocks[b].ops[i] for b, i in found.repeated_attrs]
+        check_block_attrs(program, found.block_attrs)
+        # Validation saw every attr: an op it found no BLOCK attr on has no
+        # sub-block (the view need not look for one).
+        with_blocks = {(b, i) for b, i, _ in found.block_attrs}
+        for b in blocks:
+            for i, op in enumerate(b.ops):
+                if (b.idx, i) not in with_blocks:
+                    op._sub_block = None
         check_op_structure(program)
         return program

@@ -47,11 +47,23 @@ _FRAMEWORK_ATTR_TYPES = {
 }
 
 
-def validate(desc: pb.ProgramDesc, source: str | None = None,
-             check_vars: bool = True) -> list[tuple[int, int]]:
+class Findings:
+    """What validation saw on the way that later steps use: the (block, op)
+    positions of ops naming an attr twice (Paddle's parse keeps one of each:
+    `program.dedupe_attrs`), and of ops carrying BLOCK / BLOCKS attrs, with
+    those attrs' names (checked against the op types' declarations in
+    `wire.check_block_attrs`; every other op has no sub-block)."""
+
+    __slots__ = ("repeated_attrs", "block_attrs")
+
+    def __init__(self) -> None:
+        self.repeated_attrs: list[tuple[int, int]] = []
+        self.block_attrs: list[tuple[int, int, tuple[str, ...]]] = []
+
+
+def validate(desc: pb.ProgramDesc, source: str | None = None, check_vars: bool = True) -> Findings:
     """Raise ProgramFileError on the first structural problem found; return
-    the (block, op) positions of the ops that name an attr twice (Paddle's
-    parse keeps one of each: `program.dedupe_attrs`).
+    the `Findings` that later steps use.
 
     Each var and op is read once, and checked by lookups: names against a set
     per block, attrs against the (name, type) pairs already found sound. Only
@@ -68,10 +80,10 @@ def validate(desc: pb.ProgramDesc, source: str | None = None,
     declared = [_check_vars(b, source) for b in blocks]
     scope = _Scopes(desc, declared) if check_vars else None
     sound: dict[str, int] = {}  # attr name -> an AttrType it was found sound with
-    repeats: list[tuple[int, int]] = []
+    found = Findings()
     for b in blocks:
-        _check_ops(b, n, declared[b.idx], scope, sound, source, repeats)
-    return repeats
+        _check_ops(b, n, declared[b.idx], scope, sound, source, found)
+    return found
 
 
 def _check_vars(b: pb.BlockDesc, source: str | None) -> set[str]:
@@ -111,10 +123,11 @@ def _dims_sound(dims) -> bool:
 
 
 def _check_ops(b: pb.BlockDesc, n: int, own: set[str], scope: "_Scopes | None",
-               sound: dict[str, int], source: str | None, repeats: list[tuple[int, int]]) -> None:
+               sound: dict[str, int], source: str | None, found: Findings) -> None:
     idx = b.idx
     own_has_all = own.issuperset
     sound_type = sound.get
+    block_named: list[str] = []   # the BLOCK / BLOCKS attrs `_attr_sound` passes
     for i, op in enumerate(b.ops):
         ok = type(op.type) is str
         if ok:
@@ -123,13 +136,16 @@ def _check_ops(b: pb.BlockDesc, n: int, own: set[str], scope: "_Scopes | None",
             add = names.add
             for a in attrs:
                 name = a.name
-                if sound_type(name) != a.type and not _attr_sound(a, idx, n, sound):
+                if sound_type(name) != a.type and not _attr_sound(a, idx, n, sound, block_named):
                     ok = False
                     break
                 add(name)
             else:
                 if len(names) != len(attrs):
-                    repeats.append((idx, i))
+                    found.repeated_attrs.append((idx, i))
+                if block_named:
+                    found.block_attrs.append((idx, i, tuple(block_named)))
+            block_named.clear()
         if ok:
             ok = _slots_sound(op.inputs, own, own_has_all, scope, idx) and \
                 _slots_sound(op.outputs, own, own_has_all, scope, idx)
@@ -137,7 +153,7 @@ def _check_ops(b: pb.BlockDesc, n: int, own: set[str], scope: "_Scopes | None",
             _check_op(op, idx, i, n, scope, source)
 
 
-def _attr_sound(a: pb.OpDesc.Attr, block: int, n: int, sound: dict[str, int]) -> bool:
+def _attr_sound(a: pb.OpDesc.Attr, block: int, n: int, sound: dict[str, int], block_named: list[str]) -> bool:
     name, t = a.name, a.type
     if type(name) is not str:
         return False
@@ -145,9 +161,11 @@ def _attr_sound(a: pb.OpDesc.Attr, block: int, n: int, sound: dict[str, int]) ->
     if want is not None and t != want:
         return False
     if t == pb.AttrType.BLOCK:  # checked per op: the index must be a sub-block of this one
+        block_named.append(name)
         k = a.block_idx
         return 0 < k < n and k != block
     if t == pb.AttrType.BLOCKS:
+        block_named.append(name)
         return all(0 < k < n and k != block for k in a.blocks_idx)
     sound[name] = t
     return True

@@ -13,7 +13,7 @@ from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from ._proto import framework_pb2 as pb
-from .errors import ArgumentTypeError, ProgramFileError
+from .errors import ArgumentTypeError, ProgramFileError, where
 from .ops import registry
 
 #: protobuf cannot serialise a message of 2 GiB or more.
@@ -66,6 +66,26 @@ def check_op_structure(program: Any) -> None:
                 check = checks[op.type] = opdef.structure_check if opdef is not None else None
             if check is not None:
                 check(op)
+
+
+def check_block_attrs(program: Any, found: list[tuple[int, int, tuple[str, ...]]]) -> None:
+    """Refuse a BLOCK / BLOCKS attr on an op whose type carries none
+    (`OpDef.block_attrs`): the gradient pass makes a grad block for every
+    op with a `sub_block`, so a `where` carrying one would get grad ops that
+    read vars nothing declares. `found`: validation's (block, op, attr names).
+    Types the registry does not know, and custom ones, are not judged."""
+    for b, i, names in found:
+        op = program.blocks[b].ops[i]
+        opdef = registry.find(op.type)
+        if opdef is None or opdef.family == "custom":
+            continue
+        for name in names:
+            if name not in opdef.block_attrs:
+                carried = (f"only {', '.join(repr(n) for n in opdef.block_attrs)}" if opdef.block_attrs
+                           else "none")
+                raise ProgramFileError(f"{where(program.source, b, i, op.type)}: attr '{name}' names a "
+                                       f"block, but a {op.type} op runs no such block (its block attrs: "
+                                       f"{carried})")
 
 
 _UNSEEN = object()

@@ -128,3 +128,18 @@ def test_double_grad_kernel_matches_finite_differences(op_type, index):
     bad = [r for r in results if not r.ok]
     assert not bad, f"{op_type} sample {index}: " + ", ".join(
         f"{r.var} max abs err {r.max_abs:.3g}, rel {r.max_rel:.3g}" for r in bad)
+
+
+def test_block_attrs_are_paddles():
+    """`OpDef.block_attrs` is what Paddle's op protos declare (recorded by
+    testdata/grad_makers/probe_block_attrs.py), a grad op's is its forward
+    op's, and every other registered type carries none - the loader refuses a
+    BLOCK attr on it (wire.check_block_attrs)."""
+    import json
+    from pathlib import Path
+    recorded = json.loads((Path(__file__).parent.parent / "testdata" / "grad_makers" /
+                           "block_attrs.json").read_text())
+    for op_type, opdef in OPS.items():
+        fwd = opdef.grad_of or op_type
+        assert opdef.block_attrs == tuple(recorded.get(fwd, ())), op_type
+    assert {t for t, d in OPS.items() if d.block_attrs} >= set(recorded)

@@ -674,7 +674,7 @@ def _lod_array_length(c: Call):
 register(OpDef(type="conditional_block", inputs=("Cond", "Input"), outputs=("Out", "Scope"),
                kernel=_conditional_block, grad=_conditional_block_grad_maker, sub_block_path="branch",
                allow_missing_inputs=True,
-               attrs_handled=("sub_block", "is_scalar_condition"),
+               attrs_handled=("sub_block", "is_scalar_condition"), block_attrs=("sub_block",),
                doc="run sub_block in a child scope when Cond holds (scalar) / every Input is non-empty"))
 # Its compile-time var-type inference syncs Input@GRAD[i] with Input[i]
 # (ConditionalBlockGradInferVarType), which declares a var named @EMPTY@
@@ -682,7 +682,7 @@ register(OpDef(type="conditional_block", inputs=("Cond", "Input"), outputs=("Out
 register(OpDef(type="conditional_block_grad", inputs=("Cond", "Input", "Out", "Out@GRAD", "Scope"),
                outputs=("Input@GRAD",), kernel=_conditional_block_grad, grad_of="conditional_block",
                sets_lod_level=False, sync_type_slots=(("Input", "Input@GRAD"),), allow_missing_inputs=True,
-               attrs_handled=("sub_block", "is_scalar_condition"),
+               attrs_handled=("sub_block", "is_scalar_condition"), block_attrs=("sub_block",),
                doc="run the grad block in the forward scope; Input@GRAD from it (zeros if not run)"))
 def _check_while(op) -> None:
     """A while whose body (or a block nested in it) never writes Condition never ends."""
@@ -711,11 +711,11 @@ def _check_while(op) -> None:
 register(OpDef(type="while", inputs=("X", "Condition"), outputs=("Out", "StepScopes"),
                structure_check=_check_while,
                kernel=_while, grad=_while_grad_maker, sub_block_path="loop", allow_missing_inputs=True,
-               attrs_handled=("sub_block", "is_test"),
+               attrs_handled=("sub_block", "is_test"), block_attrs=("sub_block",),
                doc="run sub_block while Condition holds, one step scope per iteration"))
 register(OpDef(type="while_grad", inputs=("X", "Out", "Out@GRAD", "StepScopes"), outputs=("X@GRAD",),
                kernel=_while_grad, grad_of="while", sets_lod_level=False, allow_missing_inputs=True,
-               attrs_handled=("sub_block", "original_output_grad"),
+               attrs_handled=("sub_block", "original_output_grad"), block_attrs=("sub_block",),
                doc="run the grad block over the step scopes in reverse, summing parameter grads"))
 register(OpDef(type="select_input", inputs=("X", "Mask"), outputs=("Out",), kernel=_select_input,
                allow_missing_inputs=True,

@@ -120,6 +120,16 @@ def _grad_of(entry: dict[str, Any], op_type: str):
     return None  # an empty maker: the op is never on the path
 
 
+#: The BLOCK / BLOCKS attrs of the op types declared here that carry any
+#: (Paddle 3.3.1's op protos: testdata/grad_makers/probe_block_attrs.py;
+#: conditional_block and while are declared in control_flow.py).
+BLOCK_ATTRS = {
+    "conditional_block_infer": ("sub_block",),
+    "pylayer": ("blocks",),
+    "run_program": ("global_block", "forward_global_block", "backward_global_block"),
+}
+
+
 def register_paddle_ops() -> None:
     """Declare every Paddle op type the families did not, and give registered
     op types without a grad rule the one Paddle's records show."""
@@ -133,6 +143,7 @@ def register_paddle_ops() -> None:
                            outputs=tuple(s for s, _ in entry["outputs"]),
                            grad=_grad_of(entry, op_type),
                            intermediate_outputs=tuple(s for s, f in entry["outputs"] if "i" in f),
+                           block_attrs=BLOCK_ATTRS.get(op_type, ()),
                            family="paddle_table", doc="declared from Paddle's records (no kernel)"))
         elif opdef.grad is None and entry["grad"] == "maker" and entry.get("rule") is not None:
             opdef.grad = TemplateGrad(op_type, entry["rule"])
@@ -157,6 +168,7 @@ def paddle_opdef(op_type: str, kernel: Kernel | None,
     fields.setdefault("inputs", tuple(s for s, _ in entry["inputs"]))
     fields.setdefault("outputs", tuple(s for s, _ in entry["outputs"]))
     fields.setdefault("intermediate_outputs", tuple(s for s, f in entry["outputs"] if "i" in f))
+    fields.setdefault("block_attrs", BLOCK_ATTRS.get(op_type, ()))
     lod = grad_sets_lod_level(op_type)       # the op is also another op's grad op (c_identity's all_reduce)
     if lod is not None:
         fields.setdefault("sets_lod_level", lod)

@@ -298,6 +298,10 @@ class OpDef:
     #: (while: ops writing loop-carried values join the path too), or None
     #: (every op of the sub-block, Paddle's rule for other sub-block ops).
     sub_block_path: str | None = None
+    #: The BLOCK / BLOCKS attrs an op of this type carries (Paddle's op proto;
+    #: a grad op, its forward op's): a loaded op carrying any other is refused
+    #: (`wire.check_block_attrs`), as the pass would make a grad block for it.
+    block_attrs: tuple[str, ...] = ()
     #: Input slots whose arguments no earlier op produced are dropped when the
     #: grad vars are created (sum: only the partial gradients that exist are
     #: added, as Paddle's _append_backward_vars_ does).

@@ -333,16 +333,7 @@ def structure_cases() -> None:
     add("sub_block_on_plain_op", "conditional_block renamed to `where`, which runs no sub-block, "
         "keeping its sub_block attr", {"where_with_sub_block.pb": edited("cond_block", where_with_sub_block)},
         append("where_with_sub_block.pb", "mean_1.tmp_0"),
-        ["{where_with_sub_block.pb}", f"op {ci} (where)"],
-        xfail="append_backward builds a grad block for every op that has a sub_block attr, whatever "
-              "its type (pybackward/backward/grad_ops.py, via the registry's sub_block_path=None "
-              "default), so for op 4 (where) it writes grad ops into block 2 that use vars nothing "
-              "declares: `append` exits 0 and OUT is a program pybackward's own loader rejects ('block "
-              "2, op 0 (assign), var tanh_0.tmp_0@GRAD: slot Out names a variable that no visible block "
-              "declares'). Expected: exit 2 naming op 4 (where), either at load (a registered op type "
-              "that runs no sub-block carries a BLOCK attr) or by validating the result before it is "
-              "written; never write a file `pybackward show` refuses. The fuzzer finds the same with "
-              "slot names swapped on control-flow ops")
+        ["{where_with_sub_block.pb}", f"op {ci} (where)", "attr 'sub_block' names a block"])
 
     def ghost_in_sub(d):
         set_slot(d.blocks[1].ops[0], "X", ["ghost"])
