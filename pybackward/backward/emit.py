@@ -265,7 +265,7 @@ _SUB_BLOCK_BYTES = b"\n\tsub_block"
 
 def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
                      grad_info: dict[str, tuple[str, Block]], parent_ops: dict[int, Operator],
-                     _pending: dict[int, dict[str, pb.VarDesc]] | None = None) -> None:
+                     _pending: dict[int, dict[str, "pb.VarDesc | NewVar"]] | None = None) -> None:
     """Declare the vars the ops from `start` on write; drop grad ops that cannot run.
 
     Lookups are Paddle's `has_var_recursive` (the forward block, then the
@@ -280,7 +280,7 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
         outs = set(owner.output_arg_names)
         loop_vars = {n for n in owner.input_arg_names if n in outs}
     pending = {} if _pending is None else _pending
-    created: dict[str, pb.VarDesc] = pending.setdefault(block.idx, {})
+    created: dict[str, pb.VarDesc | NewVar] = pending.setdefault(block.idx, {})
 
     if block.idx == 0 and block.forward_block_idx == -1:
         # find_var_desc's fast case: the block's own vars and those created here
@@ -345,7 +345,8 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
 
 
 def _sync_empty_var(block: Block, op: Operator, in_slot: str, out_slot: str,
-                    created: dict[str, pb.VarDesc], pending: dict[int, dict[str, pb.VarDesc]]) -> None:
+                    created: dict[str, "pb.VarDesc | NewVar"],
+                    pending: dict[int, dict[str, "pb.VarDesc | NewVar"]]) -> None:
     """Paddle's compile-time `SyncTypeAndDataType(in_slot, out_slot, i)` (an
     op's var-type inference, declared on its OpDef as `sync_type_slots`) on
     an `@EMPTY@` output: `FindRecursiveOrCreateVar` declares a var named
@@ -373,24 +374,62 @@ def _sync_empty_var(block: Block, op: Operator, in_slot: str, out_slot: str,
             getattr(desc.type, field).tensor.data_type = getattr(src.type, field).tensor.data_type
 
 
-def _append_vars_sorted(block: Block, new: list[pb.VarDesc]) -> None:
+def _append_vars_sorted(block: Block, new: list["NewVar | pb.VarDesc"]) -> None:
     """Add vars the way Paddle writes them: after the vars the file had, every
-    var added since, sorted by name."""
+    var added since, sorted by name. They go in as wire bytes, parsed once
+    into the block (no standalone message per var, no copy of each)."""
     counts = block.program.loaded_var_counts
     keep = counts[block.idx] if block.idx < len(counts) else 0
-    added = list(block.desc.vars[keep:])
+    added = [(v.name, v.SerializePartialToString()) for v in block.desc.vars[keep:]]
     if added:
-        tail = [pb.VarDesc() for _ in added]
-        for t, v in zip(tail, added):
-            t.CopyFrom(v)
         del block.desc.vars[keep:]
-    else:
-        tail = []
-    block.desc.vars.extend(sorted(tail + new, key=lambda v: v.name))
+    rows = added + [(v.name, v.wire() if type(v) is NewVar else v.SerializePartialToString()) for v in new]
+    rows.sort(key=_first)
+    block.desc.MergeFromString(b"".join([_field(_VARS_TAG, data) for _, data in rows]))
     block.reindex_vars(keep)
 
 
-def _set_lod_level(desc: pb.VarDesc) -> None:
+def _first(row: tuple) -> Any:
+    return row[0]
+
+
+_VARS_TAG = 0x1A                     # BlockDesc.vars: field 3, length-delimited
+
+
+def _field(tag: int, data: bytes) -> bytes:
+    """A length-delimited field: tag, varint length, bytes."""
+    n = len(data)
+    if n < 0x80:
+        return bytes((tag, n)) + data
+    head = bytearray((tag,))
+    while n >= 0x80:
+        head.append((n & 0x7F) | 0x80)
+        n >>= 7
+    head.append(n)
+    return bytes(head) + data
+
+
+class NewVar:
+    """A grad var the pass declares, until it is written into its block: its
+    name and its type, a `VarType` shared by every var of the same type
+    (`_grad_type`; never edited in place). Reads like a `VarDesc` where the
+    pass looks (`.name`, `.type`); serialises as `VarDesc(name, type,
+    stop_gradient=False)` does."""
+
+    __slots__ = ("name", "type")
+
+    def __init__(self, name: str, type_: pb.VarType):
+        self.name = name
+        self.type = type_
+
+    def wire(self) -> bytes:
+        return _field(0x0A, self.name.encode()) + _type_field(self.type) + b"\x30\x00"
+
+
+def _set_lod_level(desc: "pb.VarDesc | NewVar") -> None:
+    if type(desc) is NewVar:
+        desc.type = _grad_type(desc.type, True)
+        return
     t = desc.type
     if t.type == pb.VarType.DENSE_TENSOR:
         t.dense_tensor.legacy_lod_level = 0
@@ -399,7 +438,7 @@ def _set_lod_level(desc: pb.VarDesc) -> None:
 
 
 def find_var_desc(block: Block, name: str,
-                  pending: dict[int, dict[str, pb.VarDesc]] | None = None) -> pb.VarDesc | None:
+                  pending: dict[int, dict[str, "pb.VarDesc | NewVar"]] | None = None) -> "pb.VarDesc | NewVar | None":
     """Paddle's C++ `BlockDesc::FindVarRecursive`: breadth first from `block`,
     queueing each block's forward block (grad blocks have one) before its
     parent. `pending` adds vars created but not yet written, per block."""
@@ -433,44 +472,57 @@ def find_var_desc(block: Block, name: str,
     return None
 
 
-_GRAD_VAR_TYPES: dict[tuple[bytes, bool], pb.VarType] = {}
+_GRAD_TYPES: dict[tuple[bytes, bool], pb.VarType] = {}
+_TYPE_FIELDS: dict[int, bytes] = {}    # id(template) -> its VarDesc.type field bytes
 _UNSEEN = object()
 
 
+def _grad_type(fwd_type: pb.VarType, lod_level: bool) -> pb.VarType:
+    """The type of a grad var whose forward var has `fwd_type`: the same less
+    its LoD level (shape inference decides that), with `legacy_lod_level: 0`
+    if `lod_level`. One shared template per distinct result."""
+    key = (fwd_type.SerializePartialToString(), lod_level)
+    t = _GRAD_TYPES.get(key)
+    if t is None:
+        t = pb.VarType()
+        t.CopyFrom(fwd_type)
+        for field in ("dense_tensor", "tensor_array"):
+            if t.HasField(field):
+                getattr(t, field).ClearField("legacy_lod_level")
+        if lod_level:  # as _set_lod_level does on a VarDesc
+            if t.type == pb.VarType.DENSE_TENSOR:
+                t.dense_tensor.legacy_lod_level = 0
+            elif t.type == pb.VarType.DENSE_TENSOR_ARRAY:
+                t.tensor_array.legacy_lod_level = 0
+        if len(_GRAD_TYPES) >= 10000:
+            _GRAD_TYPES.clear()
+            _TYPE_FIELDS.clear()
+        _GRAD_TYPES[key] = t
+        _TYPE_FIELDS[id(t)] = _field(0x12, t.SerializePartialToString())
+    return t
+
+
+def _type_field(t: pb.VarType) -> bytes:
+    data = _TYPE_FIELDS.get(id(t))
+    if data is None:       # (dropped with the cache it belonged to; the template lives on in its vars)
+        data = _field(0x12, t.SerializePartialToString())
+    return data
+
+
+def _fp32_type() -> pb.VarType:
+    t = pb.VarType(type=pb.VarType.DENSE_TENSOR)
+    t.dense_tensor.tensor.data_type = pb.VarType.FP32
+    return t
+
+
+_FP32 = _fp32_type()
+
+
 def _grad_var_desc(block: Block, name: str,
-                   pending: dict[int, dict[str, pb.VarDesc]] | None = None,
-                   lod_level: bool = False) -> pb.VarDesc:
+                   pending: dict[int, dict[str, "pb.VarDesc | NewVar"]] | None = None,
+                   lod_level: bool = False) -> NewVar:
     """A new grad var typed like its forward var (FP32 if there is none);
     with `lod_level`, the LoD level shape inference writes (`_set_lod_level`)."""
-    desc = pb.VarDesc(name=name)
     fwd = find_var_desc(block, strip_grad_suffix(name), pending)
-    if fwd is not None:
-        # The grad var's type is the forward var's without its LoD level
-        # (shape inference decides that); made once per distinct type.
-        key = (fwd.type.SerializePartialToString(), lod_level)
-        t = _GRAD_VAR_TYPES.get(key)
-        if t is None:
-            t = pb.VarType()
-            t.CopyFrom(fwd.type)
-            for field in ("dense_tensor", "tensor_array"):
-                if t.HasField(field):
-                    getattr(t, field).ClearField("legacy_lod_level")
-            if lod_level:  # as _set_lod_level does on a VarDesc
-                if t.type == pb.VarType.DENSE_TENSOR:
-                    t.dense_tensor.legacy_lod_level = 0
-                elif t.type == pb.VarType.DENSE_TENSOR_ARRAY:
-                    t.tensor_array.legacy_lod_level = 0
-            if len(_GRAD_VAR_TYPES) >= 10000:
-                _GRAD_VAR_TYPES.clear()
-            _GRAD_VAR_TYPES[key] = t
-        # CopyFrom, not MergeFromString: parsing into each var's own arena
-        # costs ~0.7 kB more per var (measured on a 100k-var program).
-        desc.type.CopyFrom(t)
-    else:
-        # Paddle warns and falls back to FP32 when the forward var is unknown.
-        desc.type.type = pb.VarType.DENSE_TENSOR
-        desc.type.dense_tensor.tensor.data_type = pb.VarType.FP32
-        if lod_level:
-            _set_lod_level(desc)
-    desc.stop_gradient = False
-    return desc
+    # Paddle warns and falls back to FP32 when the forward var is unknown.
+    return NewVar(name, _grad_type(fwd.type if fwd is not None else _FP32, lod_level))
