@@ -496,9 +496,10 @@ KNOWN_BUGS: dict[str, str] = {
                        "attr_of_wrong_type)",
     "non-utf8-names": "names that are not UTF-8 come back from upb as bytes and meet str inside the "
                       "pass (bad_inputs: non_utf8_attr_name)",
-    "invalid-output": "append accepts ops with a sub_block attr they do not run, or control-flow "
-                      "ops with swapped slots, and writes a program its loader rejects "
-                      "(bad_inputs: sub_block_on_plain_op)",
+    "invalid-output": "append accepted ops with a sub_block attr they do not run, or control-flow "
+                      "ops with swapped slots, and wrote a program its loader rejects (fixed: refused "
+                      "at load / by guards.check_declared; bad_inputs: sub_block_on_plain_op, "
+                      "cond_slots_swapped)",
 }
 
 

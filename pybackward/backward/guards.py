@@ -15,15 +15,25 @@ but that it would turn into a wrong program or a runaway one.
   In one process Paddle appends a second one correctly (it counts its
   passes on the Program object: `grad/` prefixes, `@GRAD_N` renames); from a
   file that count is gone, so the CLI refuses such a file unless forced.
+
+And one check after the pass, before anything is returned or written:
+
+* `check_declared`: every var a new op names is declared where the loader
+  looks (the block, its ancestors, its forward block's). A control-flow op
+  whose slots do not match its sub-block (hostile input: Input and Cond
+  swapped) gets grad ops that read gradients nothing declares; such a
+  program is refused rather than written, as the loader would refuse it.
 """
 from __future__ import annotations
 
 from collections import Counter
 
+from typing import Iterable
+
 from .. import dtypes
-from ..errors import ArgumentError, where
-from ..program import OP_ROLE_ATTR, OP_ROLE_BACKWARD, Program, Variable
-from .names import GRAD_SUFFIX
+from ..errors import ArgumentError, ProgramFileError, where
+from ..program import OP_ROLE_ATTR, OP_ROLE_BACKWARD, Block, Program, Variable
+from .names import EMPTY_VAR_NAME, GRAD_SUFFIX
 
 #: The most times one var may appear in one input slot of one op.
 MAX_REPEATS_IN_SLOT = 1000
@@ -104,3 +114,33 @@ def refuse_existing_backward(program: Program, advice: str = "pass --force to ap
         raise ArgumentError(f"{program.source or '<program>'}: already has a backward section ({found}); "
                             "a second one appended to a program read from a file gets wrongly declared "
                             f"gradients ({advice})")
+
+
+def check_declared(program: Program, block: Block, start: int, grad_blocks: Iterable[int]) -> None:
+    """Refuse the pass's result if an op it wrote (`block.ops[start:]`, and
+    every op of `grad_blocks`) names a var no visible block declares - the
+    loader's rule (validate.py): declared in the op's block or an ancestor,
+    or in its forward block or an ancestor of that."""
+    blocks = program.blocks
+
+    def visible(b: Block, name: str) -> bool:
+        for first in (b, blocks[b.forward_block_idx] if b.forward_block_idx != -1 else None):
+            cur = first
+            while cur is not None:
+                if name in cur.vars:
+                    return True
+                cur = cur.parent
+        return False
+
+    for b, ops in [(block, block.ops[start:])] + [(blocks[i], blocks[i].ops) for i in sorted(grad_blocks)]:
+        for op in ops:
+            for slots, args in ((op.desc.inputs, op.input_arg_names), (op.desc.outputs, op.output_arg_names)):
+                for name in args:
+                    if name == EMPTY_VAR_NAME or visible(b, name):
+                        continue
+                    slot = next((s.parameter for s in slots if name in s.arguments), "?")
+                    i = next(k for k, o in enumerate(b.ops) if o is op)
+                    raise ProgramFileError(
+                        f"{where(program.source, b.idx, i, op.type, name)}: the gradient pass would write "
+                        f"this op with slot '{slot}' naming a variable no visible block declares (the "
+                        "input's control-flow ops do not match their sub-blocks?); nothing was written")

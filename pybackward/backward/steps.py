@@ -22,6 +22,7 @@ from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_A
 from .deviations import refuse_wrong_programs, report_dead_writes
 from .emit import create_grad_vars, fill_op_desc
 from .grad_ops import PassState, append_backward_ops
+from .guards import check_declared
 from .names import GRAD_SUFFIX, grad_name, strip_grad_suffix
 from .path import find_op_path, stop_gradient_names, unused_outputs
 
@@ -117,6 +118,7 @@ def finish(program: Program, block: Block, start: int, state: PassState,
     rename_existing_grads(program, block, start, state.grad_to_var, target_grad_map, skip)
     grad_info: dict[str, tuple[str, Block]] = {}
     create_grad_vars(block, start, state.grad_to_var, grad_info, state.grad_block_owner)
+    check_declared(program, block, start, state.grad_block_owner)
     return grad_info
 
 

@@ -335,6 +335,16 @@ def structure_cases() -> None:
         append("where_with_sub_block.pb", "mean_1.tmp_0"),
         ["{where_with_sub_block.pb}", f"op {ci} (where)", "attr 'sub_block' names a block"])
 
+    def swap_cond_slots(d):
+        op = d.blocks[0].ops[find_op(d.blocks[0], "conditional_block")[0]]
+        cond, inp = op.inputs[0], op.inputs[1]
+        cond.parameter, inp.parameter = inp.parameter, cond.parameter
+    add("cond_slots_swapped", "nested_cond's first conditional_block with its Cond and Input slots swapped: "
+        "it loads, but its grad op would read a gradient nothing declares; refused before anything is written",
+        {"cond_slots_swapped.pb": edited("nested_cond", swap_cond_slots)},
+        append("cond_slots_swapped.pb", "mean_3.tmp_0"),
+        ["{cond_slots_swapped.pb}", "(conditional_block_grad)", "o@GRAD", "no visible block declares"])
+
     def ghost_in_sub(d):
         set_slot(d.blocks[1].ops[0], "X", ["ghost"])
     add("undeclared_input_sub_block", "an op in block 1 reads a var no block declares",
