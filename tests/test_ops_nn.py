@@ -566,3 +566,75 @@ def test_dtype_preserved_float32():
     out = _run("batch_norm", {"X": [x], "Scale": [np.ones(2, np.float32)], "Bias": [np.zeros(2, np.float32)],
                               "Mean": [np.zeros(2, np.float32)], "Variance": [np.ones(2, np.float32)]}, {})
     assert all(v.dtype == np.float32 for v in out.values())
+
+
+TILING_POOLS = [
+    (dict(pooling_type="max", ksize=[2, 2], strides=[2, 2]), (2, 3, 6, 8)),
+    (dict(pooling_type="avg", ksize=[2, 2], strides=[2, 2]), (2, 3, 6, 8)),
+    (dict(pooling_type="avg", ksize=[2, 2], strides=[2, 2], exclusive=False), (2, 3, 6, 8)),
+    (dict(pooling_type="max", ksize=[3, 2], strides=[3, 2], ceil_mode=True), (1, 2, 9, 4)),
+    (dict(pooling_type="max", ksize=[1, 1], global_pooling=True), (2, 3, 5, 7)),
+    (dict(pooling_type="avg", ksize=[1, 1], global_pooling=True), (2, 3, 5, 7)),
+    (dict(pooling_type="avg", ksize=[2, 3], adaptive=True), (1, 2, 6, 9)),
+    (dict(pooling_type="max", ksize=[2, 2], strides=[2, 2], data_format="NHWC"), (2, 6, 8, 3)),
+]
+
+
+@pytest.mark.parametrize("cfg", range(len(TILING_POOLS)))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pool2d_tiling_fast_path_equals_the_general_one(cfg, dtype, monkeypatch):
+    """Windows that tile the input (a 2x2 stride-2 pool of an even map, global
+    and evenly adaptive pooling) take a reshape instead of the gather and
+    scatter-add: max pooling and every grad equal the general path's bit for
+    bit, ties included (max's grad goes to the first maximum of the window);
+    an average sums each window in Paddle's order (row-major, one element
+    after another), which the general path's NumPy sum may not: it equals a
+    loop in that order bit for bit, and the general path to 2 ulp."""
+    from pybackward.ops import pool
+    attrs, shape = TILING_POOLS[cfg]
+    rng = np.random.default_rng(cfg)
+    x = (rng.integers(0, 4, shape) * 0.25 + (0 if cfg % 2 else rng.random(shape))).astype(dtype)   # ties
+    dy_shape = _run("pool2d", {"X": [x]}, attrs)["Out"].shape
+    dy = rng.standard_normal(dy_shape).astype(dtype)
+
+    def both():
+        pool._WINDOWS.clear()
+        return _run("pool2d", {"X": [x]}, attrs)["Out"], _grads("pool2d", {"X": [x]}, attrs, {"Out": dy})["X"]
+
+    fast_out, fast_dx = both()
+    assert pool._windows(_call(attrs), x.shape[1:3] if attrs.get("data_format") == "NHWC" else x.shape[2:],
+                         attrs["pooling_type"]).tiles is not None
+    real = pool._Windows.__init__
+
+    def no_tiles(self, *a):
+        real(self, *a)
+        self.tiles = None
+    monkeypatch.setattr(pool._Windows, "__init__", no_tiles)
+    slow_out, slow_dx = both()
+    pool._WINDOWS.clear()
+    assert fast_out.dtype == slow_out.dtype and fast_dx.dtype == slow_dx.dtype
+    np.testing.assert_array_equal(fast_dx, slow_dx)
+    if attrs["pooling_type"] == "max":
+        np.testing.assert_array_equal(fast_out, slow_out)
+        return
+    np.testing.assert_array_max_ulp(fast_out, slow_out, maxulp=2)
+    xn = x.transpose(0, 3, 1, 2) if attrs.get("data_format") == "NHWC" else x
+    oh, ow = (1, 1) if attrs.get("global_pooling") else (xn.shape[2] // attrs["ksize"][0] if not attrs.get(
+        "adaptive") else attrs["ksize"][0], xn.shape[3] // attrs["ksize"][1] if not attrs.get("adaptive")
+        else attrs["ksize"][1])
+    kh, kw = xn.shape[2] // oh, xn.shape[3] // ow
+    want = np.zeros(xn.shape[:2] + (oh, ow), dtype)
+    for a in range(oh):
+        for b in range(ow):
+            acc = np.zeros(xn.shape[:2], dtype)
+            for i in range(kh):
+                for j in range(kw):
+                    acc += xn[:, :, a * kh + i, b * kw + j]
+            want[:, :, a, b] = acc / np.asarray(kh * kw)
+    if kh * kw <= 16:
+        np.testing.assert_array_equal(fast_out, want.astype(dtype))
+
+
+def _call(attrs):
+    from pybackward.ops.registry import Call
+    return Call("pool2d", {}, dict(attrs), {})

@@ -122,6 +122,18 @@ class _Windows:
             sizes = [ends[0] - starts[0], ends[1] - starts[1]]
         self.divisor = np.outer(sizes[0], sizes[1])  # (OH, OW)
         self.out_hw = (len(starts[0]), len(starts[1]))
+        #: (kh, kw) when the windows tile the input exactly - full, disjoint,
+        #: covering it (a 2x2 stride-2 pool of an even map, global pooling):
+        #: the op is then a reshape and a reduction, its grad a reshape.
+        self.tiles: tuple[int, int] | None = tuple(self.idx[i].shape[1] for i in range(2))  # type: ignore[assignment]
+        for i in range(2):
+            k, st, en = self.tiles[i], starts[i], ends[i]  # type: ignore[index]
+            if not (len(st) * k == in_hw[i] and np.array_equal(st, np.arange(len(st)) * k)
+                    and np.array_equal(en - st, np.full(len(st), k)) and np.array_equal(sizes[i], en - st)):
+                self.tiles = None
+                break
+        self._mask: np.ndarray | None = None
+        self._flat: dict[int, np.ndarray] = {}
 
     def gather(self, x: np.ndarray) -> np.ndarray:
         """x (N, C, H, W) -> windows (N, C, OH, OW, LH, LW)."""
@@ -130,12 +142,46 @@ class _Windows:
         return g.transpose(0, 1, 2, 4, 3, 5)
 
     def mask(self) -> np.ndarray:
-        vh, vw = self.valid
-        return vh[:, None, :, None] & vw[None, :, None, :]  # OH, OW, LH, LW
+        if self._mask is None:
+            vh, vw = self.valid
+            self._mask = vh[:, None, :, None] & vw[None, :, None, :]  # OH, OW, LH, LW
+        return self._mask
 
     def flat_index(self, width: int) -> np.ndarray:
-        ih, iw = self.idx
-        return ih[:, None, :, None] * width + iw[None, :, None, :]  # OH, OW, LH, LW
+        f = self._flat.get(width)
+        if f is None:
+            ih, iw = self.idx
+            f = self._flat[width] = ih[:, None, :, None] * width + iw[None, :, None, :]  # OH, OW, LH, LW
+        return f
+
+    def tiled(self, x: np.ndarray) -> np.ndarray:
+        """x (N, C, H, W) -> its windows (N, C, OH, OW, KH, KW) as a view,
+        laid out as `gather` lays them out (same reductions, same results)."""
+        n, ch, h, w = x.shape
+        (oh, ow), (kh, kw) = self.out_hw, self.tiles
+        return x.reshape(n, ch, oh, kh, ow, kw).transpose(0, 1, 2, 4, 3, 5)
+
+
+_WINDOW_ATTRS = ("ksize", "strides", "global_pooling", "adaptive", "exclusive", "ceil_mode", "paddings",
+                 "padding_algorithm")
+_WINDOWS: dict[tuple, _Windows] = {}
+
+
+def _windows(c: Call, in_hw, kind: str) -> _Windows:
+    """The window tables for these attrs and input size, made once (a step
+    runs the same pools on the same shapes every time)."""
+    key = (kind, tuple(in_hw)) + tuple(_frozen(c.attr(n)) for n in _WINDOW_ATTRS)
+    win = _WINDOWS.get(key)
+    if win is None:
+        win = _Windows(c, in_hw, kind)
+        if len(_WINDOWS) >= 1024:
+            _WINDOWS.clear()
+        _WINDOWS[key] = win
+    return win
+
+
+def _frozen(v):
+    return tuple(v) if isinstance(v, list) else v
 
 
 def _to_nchw(x, layout):
@@ -156,7 +202,11 @@ def _pool2d(c: Call):
     x = c.x("X")
     _check_x(c, x)
     xn = _to_nchw(x, layout)
-    win = _Windows(c, xn.shape[2:], kind)
+    win = _windows(c, xn.shape[2:], kind)
+    if win.tiles is not None:
+        g = win.tiled(xn)
+        out = g.max(axis=(4, 5)) if kind == "max" else _window_sums(g) / win.divisor
+        return {"Out": _from_nchw(out, layout).astype(x.dtype, copy=False)}
     g = win.gather(xn)
     m = win.mask()
     if kind == "max":
@@ -176,9 +226,12 @@ def _pool2d_grad(c: Call):
     xn = _to_nchw(x, layout)
     dy = _to_nchw(c.x("Out@GRAD"), layout)
     n, ch, h, w = xn.shape
-    win = _Windows(c, (h, w), kind)
+    win = _windows(c, (h, w), kind)
     if dy.shape[2:] != win.out_hw:
         raise ValueError(f"pool2d_grad: Out@GRAD spatial {dy.shape[2:]} != computed {win.out_hw}")
+    if win.tiles is not None:
+        dx = _tiled_grad(c, win, xn, dy, kind, layout)
+        return {"X@GRAD": _from_nchw(dx, layout).astype(x.dtype, copy=False)}
     m = win.mask()                           # OH, OW, LH, LW
     flat = win.flat_index(w)                 # OH, OW, LH, LW
     oh, ow, lh, lw = m.shape
@@ -204,6 +257,45 @@ def _pool2d_grad(c: Call):
         np.add.at(dx, (rows, idx[None, :]), vals.reshape(n * ch, -1))
     dx = dx.reshape(n, ch, h, w)
     return {"X@GRAD": _from_nchw(dx, layout).astype(x.dtype, copy=False)}
+
+
+def _window_sums(g: np.ndarray) -> np.ndarray:
+    """Sum each (KH, KW) window of g in Paddle's order - row by row, one
+    element after another (its avg functor's loop) - for windows of up to 16
+    elements; larger ones (global pooling of a big map) in NumPy's."""
+    kh, kw = g.shape[4:]
+    if kh * kw > 16:
+        return g.sum(axis=(4, 5))
+    acc = g[..., 0, 0].copy()
+    for i in range(kh):
+        for j in range(kw):
+            if i or j:
+                acc += g[..., i, j]
+    return acc
+
+
+def _tiled_grad(c: Call, win: _Windows, xn: np.ndarray, dy: np.ndarray, kind: str, layout: str) -> np.ndarray:
+    """pool2d_grad when the windows tile the input: each input position is in
+    one window, so the grad is written, not added (as `_pool2d_grad` would
+    add it to zeros: the same values)."""
+    n, ch, h, w = xn.shape
+    (oh, ow), (kh, kw) = win.out_hw, win.tiles
+    dtype = np.result_type(xn.dtype, dy.dtype)
+    if kind == "max":
+        g = win.tiled(xn).reshape(n, ch, oh, ow, kh * kw)
+        if c.has("Out"):   # Paddle: the first window position equal to Out gets the grad
+            hit = g == _to_nchw(c.x("Out"), layout)[..., None]
+            ok, pick = hit.any(axis=-1), hit.argmax(axis=-1)
+            vals = np.where(ok, dy, 0)
+        else:
+            pick, vals = g.argmax(axis=-1), dy
+        d = (np.arange(kh * kw) == pick[..., None]) * vals[..., None].astype(dtype, copy=False)
+    else:
+        # Paddle scales by float(1/pool_size)
+        scale = (np.float32(1.0) / win.divisor.astype(np.float32)).astype(dtype)
+        d = np.broadcast_to((dy * scale)[..., None], (n, ch, oh, ow, kh * kw))
+    d = d.astype(dtype, copy=False).reshape(n, ch, oh, ow, kh, kw).transpose(0, 1, 2, 4, 3, 5)
+    return d.reshape(n, ch, h, w)
 
 
 def distinct(rng: np.random.Generator, shape) -> np.ndarray:
