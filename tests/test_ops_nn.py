@@ -638,3 +638,30 @@ def test_pool2d_tiling_fast_path_equals_the_general_one(cfg, dtype, monkeypatch)
 def _call(attrs):
     from pybackward.ops.registry import Call
     return Call("pool2d", {}, dict(attrs), {})
+
+
+@pytest.mark.parametrize("kh,kw,s,d", [(3, 8, (1, 1), (1, 1)), (5, 3, (2, 1), (1, 2)), (2, 2, (1, 3), (2, 1)),
+                                       (3, 3, (1, 1), (1, 1)), (1, 8, (2, 2), (1, 1))])
+def test_col2im_by_output_position_adds_in_kernel_tap_order(kh, kw, s, d):
+    """conv's col2im loops over output positions when there are fewer of them
+    than kernel taps (a text CNN's full-width filters), backwards, so each
+    pixel's contributions are added in the tap order of the other loop: the
+    sums are equal bit for bit, overlapping windows and dilation included."""
+    from pybackward.ops import conv
+    rng = np.random.default_rng(kh * 100 + kw)
+    n, ch, groups = 2, 4, 2
+    for hp, wp in [(12, 10), (d[0] * (kh - 1) + 2, d[1] * (kw - 1) + 1), (7, 17)]:
+        eh, ew = d[0] * (kh - 1) + 1, d[1] * (kw - 1) + 1
+        if hp < eh or wp < ew:
+            continue
+        oh, ow = (hp - eh) // s[0] + 1, (wp - ew) // s[1] + 1
+        cols = rng.standard_normal((groups, n * oh * ow, ch // groups * kh * kw)).astype(np.float32)
+        got = conv._col2im(cols, (n, ch, hp, wp), kh, kw, s, d, groups, oh, ow)
+        c6 = cols.reshape(groups, n, oh, ow, ch // groups, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
+        c6 = c6.reshape(n, ch, kh, kw, oh, ow)
+        want = np.zeros((n, ch, hp, wp), np.float32)
+        for i in range(kh):
+            for j in range(kw):
+                want[:, :, i * d[0]:i * d[0] + s[0] * (oh - 1) + 1:s[0],
+                     j * d[1]:j * d[1] + s[1] * (ow - 1) + 1:s[1]] += c6[:, :, i, j]
+        np.testing.assert_array_equal(got, want)

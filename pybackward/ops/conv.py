@@ -121,6 +121,18 @@ def _col2im(cols: np.ndarray, xp_shape, kh: int, kw: int, s, d, groups: int, oh:
     c6 = cols.reshape(groups, n, oh, ow, cg, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
     c6 = c6.reshape(n, ch, kh, kw, oh, ow)
     out = np.zeros(xp_shape, dtype=cols.dtype)
+    if oh * ow < kh * kw:
+        # Fewer output positions than kernel taps (a text CNN's full-width
+        # filter): one add per output position. Walking them backwards adds
+        # each pixel's contributions in the kernel-tap order of the loop below
+        # (a higher output row meets the pixel at a lower tap): the same sums.
+        eh, ew = d[0] * (kh - 1) + 1, d[1] * (kw - 1) + 1
+        for a in range(oh - 1, -1, -1):
+            ha = a * s[0]
+            for b in range(ow - 1, -1, -1):
+                wb = b * s[1]
+                out[:, :, ha:ha + eh:d[0], wb:wb + ew:d[1]] += c6[:, :, :, :, a, b]
+        return out
     for i in range(kh):
         hi = i * d[0]
         for j in range(kw):
