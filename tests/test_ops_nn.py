@@ -641,7 +641,8 @@ def _call(attrs):
 
 
 @pytest.mark.parametrize("kh,kw,s,d", [(3, 8, (1, 1), (1, 1)), (5, 3, (2, 1), (1, 2)), (2, 2, (1, 3), (2, 1)),
-                                       (3, 3, (1, 1), (1, 1)), (1, 8, (2, 2), (1, 1))])
+                                       (3, 3, (1, 1), (1, 1)), (1, 8, (2, 2), (1, 1)), (8, 1, (1, 1), (1, 1)),
+                                       (4, 6, (1, 1), (1, 1))])
 def test_col2im_by_output_position_adds_in_kernel_tap_order(kh, kw, s, d):
     """conv's col2im loops over output positions when there are fewer of them
     than kernel taps (a text CNN's full-width filters), backwards, so each
@@ -650,7 +651,9 @@ def test_col2im_by_output_position_adds_in_kernel_tap_order(kh, kw, s, d):
     from pybackward.ops import conv
     rng = np.random.default_rng(kh * 100 + kw)
     n, ch, groups = 2, 4, 2
-    for hp, wp in [(12, 10), (d[0] * (kh - 1) + 2, d[1] * (kw - 1) + 1), (7, 17)]:
+    # (the last two: up to 4 windows over a pixel with fewer outputs than
+    # taps, where the order of the adds shows in float32)
+    for hp, wp in [(12, 10), (d[0] * (kh - 1) + 2, d[1] * (kw - 1) + 1), (7, 17), (kh + 3, kw), (kh + 3, kw + 1)]:
         eh, ew = d[0] * (kh - 1) + 1, d[1] * (kw - 1) + 1
         if hp < eh or wp < ew:
             continue
