@@ -133,10 +133,11 @@ def check_declared(program: Program, block: Block, start: int, grad_blocks: Iter
         return False
 
     for b, ops in [(block, block.ops[start:])] + [(blocks[i], blocks[i].ops) for i in sorted(grad_blocks)]:
+        own = b.vars
         for op in ops:
             for slots, args in ((op.desc.inputs, op.input_arg_names), (op.desc.outputs, op.output_arg_names)):
                 for name in args:
-                    if name == EMPTY_VAR_NAME or visible(b, name):
+                    if name in own or name == EMPTY_VAR_NAME or visible(b, name):
                         continue
                     slot = next((s.parameter for s in slots if name in s.arguments), "?")
                     i = next(k for k, o in enumerate(b.ops) if o is op)

@@ -18,7 +18,7 @@ from .._proto import framework_pb2 as pb
 from ..errors import ArgumentError, where
 from ..ops.registry import fresh_op
 from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_ATTR, Block, dedupe_attrs,
-                       Operator, Program, Variable)
+                       Operator, Program, Variable, prepend_to_list_attr)
 from .deviations import refuse_wrong_programs, report_dead_writes
 from .emit import create_grad_vars, fill_op_desc
 from .grad_ops import PassState, append_backward_ops
@@ -184,9 +184,11 @@ def params_and_grads(program: Program, loss: Variable, params: list[str],
         op = last_writer.get(g.name)
         if op is None:
             raise ArgumentError(f"no op writes the gradient '{g.name}' (unexpected)")
-        op.set_attr(OP_ROLE_VAR_ATTR, [p.name, g.name] + list(op.attr(OP_ROLE_VAR_ATTR, []) or []),
-                    pb.AttrType.STRINGS)
+        prepend_to_list_attr(op.desc, OP_ROLE_VAR_ATTR, [p.name, g.name], _STRINGS)
     return pairs
+
+
+_STRINGS = pb.AttrType.STRINGS
 
 
 def no_grad_for_non_floats(program: Program, no_grad: dict[int, set[str]]) -> None:
