@@ -16,7 +16,9 @@ from typing import Union
 
 from google.protobuf import message as _message
 from google.protobuf import text_format
+from google.protobuf import unknown_fields
 
+from ._proto import framework_pb2 as pb
 from .errors import ArgumentTypeError, OutputError, ProgramFileError
 from .program import Program, read_program
 from .suffixes import check_program_path
@@ -157,11 +159,79 @@ def save(program: Program, path: PathLike, text: bool | None = None) -> None:
     if text is not None and not isinstance(text, bool):
         raise ArgumentTypeError(f"save(text=...) takes True, False or None, not {type(text).__name__}")
     check_program_path(path)
-    data = dumps(program, is_text_path(path) if text is None else text)
+    text = is_text_path(path) if text is None else text
+    data = None if text else serialised_pieces(program)
+    if data is None:
+        data = dumps(program, text)
     try:
         write_atomic(path, data)
     except OSError as e:
         raise OutputError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+#: A program with at least this many ops and vars is saved piece by piece.
+PIECEWISE_MIN_ITEMS = 50_000
+
+
+def serialised_pieces(program: Program, min_items: int | None = None) -> list[bytes] | None:
+    """The program's binary serialisation as a list of pieces whose
+    concatenation is `dumps(program)` byte for byte, for a program of at
+    least `min_items` ops and vars (default `PIECEWISE_MIN_ITEMS`); None for
+    a smaller one, or one with unknown fields on a program or block message.
+
+    upb serialises a whole message into one growing buffer and then copies it
+    into a bytes object: ~2-3x the output's size on top of the program while
+    `save` runs, the peak of a large `append`. Pieces of one op or var each
+    cost their own size once. Fields go in field-number order, as upb writes
+    them (idx, parent_idx, vars, ops, forward_block_idx; blocks, version,
+    op_version_map); required fields are checked per piece as upb checks them."""
+    desc = program.desc
+    limit = PIECEWISE_MIN_ITEMS if min_items is None else min_items
+    if sum(len(b.ops) + len(b.vars) for b in desc.blocks) < limit or _unknown_fields(desc):
+        return None
+    pieces: list[bytes] = []
+    total = 0
+    try:
+        for b in desc.blocks:
+            if _unknown_fields(b):
+                return None
+            head = pb.BlockDesc(idx=b.idx, parent_idx=b.parent_idx).SerializeToString()
+            body = [head]
+            body.extend([_field(0x1A, v.SerializeToString()) for v in b.vars])
+            body.extend([_field(0x22, op.SerializeToString()) for op in b.ops])
+            if b.HasField("forward_block_idx"):
+                body.append(pb.BlockDesc(forward_block_idx=b.forward_block_idx).SerializePartialToString())
+            size = sum(map(len, body))
+            pieces.append(_field(0x0A, b"", size))
+            pieces.extend(body)
+            total += len(pieces[-len(body) - 1]) + size
+        rest = pb.ProgramDesc()
+        for name in ("version", "op_version_map"):
+            if desc.HasField(name):
+                getattr(rest, name).CopyFrom(getattr(desc, name))
+        pieces.append(rest.SerializeToString())
+    except _message.EncodeError as e:
+        raise ProgramFileError(f"{program.source or '<program>'}: cannot serialise: {one_line(e)}") from None
+    if total + len(pieces[-1]) > MAX_PROGRAM_BYTES:
+        raise ProgramFileError(f"{program.source or '<program>'}: cannot serialise (past protobuf's 2 GiB "
+                               f"limit): {total + len(pieces[-1])} bytes")
+    return pieces
+
+
+def _unknown_fields(message) -> bool:
+    return len(unknown_fields.UnknownFieldSet(message)) > 0
+
+
+def _field(tag: int, data: bytes, size: int | None = None) -> bytes:
+    """A length-delimited field's tag and varint length, then `data` (`size`:
+    the length when the data follows in other pieces)."""
+    n = len(data) if size is None else size
+    head = bytearray((tag,))
+    while n >= 0x80:
+        head.append((n & 0x7F) | 0x80)
+        n >>= 7
+    head.append(n)
+    return bytes(head) + data
 
 
 #: Temporary files are `.pybackward-<8 random chars>.tmp` beside the target.
@@ -169,8 +239,8 @@ def save(program: Program, path: PathLike, text: bool | None = None) -> None:
 TEMP_PREFIX, TEMP_SUFFIX = ".pybackward-", ".tmp"
 
 
-def write_atomic(path: PathLike, data: bytes) -> None:
-    """Write bytes to `path` so that it never holds a partial file.
+def write_atomic(path: PathLike, data: bytes | list[bytes]) -> None:
+    """Write bytes (or a list of pieces, in order) to `path` so that it never holds a partial file.
 
     A unique temporary file in the target's directory is written, fsynced and
     renamed over the target, so concurrent writers never share a file and
@@ -212,7 +282,7 @@ def write_atomic(path: PathLike, data: bytes) -> None:
         raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            _write(f, data)
             f.flush()
             os.fsync(f.fileno())
         if st is not None:
@@ -233,10 +303,15 @@ def write_atomic(path: PathLike, data: bytes) -> None:
         raise
 
 
-def _write_through(name: str, data: bytes) -> None:
+def _write(f, data: bytes | list[bytes]) -> None:
+    for piece in ([data] if isinstance(data, bytes) else data):
+        f.write(piece)
+
+
+def _write_through(name: str, data: bytes | list[bytes]) -> None:
     try:
         with open(name, "wb") as f:
-            f.write(data)
+            _write(f, data)
     except OSError as e:
         raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
 
