@@ -201,9 +201,25 @@ class _TooBig:
     EncodeError('Failed to serialize proto') then (measured with a real 2.1 GiB
     program, see docs/reliability.md)."""
 
+    blocks = ()          # (too few ops to be saved piece by piece: the one-buffer path)
+
     def SerializeToString(self):
         from google.protobuf.message import EncodeError
         raise EncodeError("Failed to serialize proto")
+
+
+def test_piecewise_save_past_the_limit_keeps_the_old_file(tmp_path, monkeypatch):
+    """A program saved piece by piece checks the 2 GiB limit itself."""
+    from pybackward import io
+    out = tmp_path / "out.pb"
+    out.write_bytes(b"old")
+    prog = _fit()
+    monkeypatch.setattr(io, "PIECEWISE_MIN_ITEMS", 1)
+    monkeypatch.setattr(io, "MAX_PROGRAM_BYTES", len(pybackward.dumps(prog)) - 1)
+    with pytest.raises(pybackward.ProgramFileError, match="cannot serialise .past protobuf's 2 GiB limit"):
+        pybackward.save(prog, out)
+    assert out.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pb"]
 
 
 def test_save_past_the_limit_keeps_the_old_file(tmp_path):
