@@ -24,7 +24,7 @@ from .program import Program, read_program
 from .suffixes import check_program_path
 # MAX_PROGRAM_BYTES: protobuf's 2 GiB limit; `loads` passes this module's value
 # on, so a test may lower it here. check_op_structure: public here too.
-from .wire import MAX_PROGRAM_BYTES, check_op_structure, one_line  # noqa: F401
+from .wire import MAX_PROGRAM_BYTES, check_op_structure, length_delimited, one_line  # noqa: F401
 
 PathLike = Union[str, os.PathLike]
 
@@ -197,12 +197,12 @@ def serialised_pieces(program: Program, min_items: int | None = None) -> list[by
                 return None
             head = pb.BlockDesc(idx=b.idx, parent_idx=b.parent_idx).SerializeToString()
             body = [head]
-            body.extend([_field(0x1A, v.SerializeToString()) for v in b.vars])
-            body.extend([_field(0x22, op.SerializeToString()) for op in b.ops])
+            body.extend([length_delimited(0x1A, v.SerializeToString()) for v in b.vars])
+            body.extend([length_delimited(0x22, op.SerializeToString()) for op in b.ops])
             if b.HasField("forward_block_idx"):
                 body.append(pb.BlockDesc(forward_block_idx=b.forward_block_idx).SerializePartialToString())
             size = sum(map(len, body))
-            pieces.append(_field(0x0A, b"", size))
+            pieces.append(length_delimited(0x0A, b"", size))
             pieces.extend(body)
             total += len(pieces[-len(body) - 1]) + size
         rest = pb.ProgramDesc()
@@ -220,18 +220,6 @@ def serialised_pieces(program: Program, min_items: int | None = None) -> list[by
 
 def _unknown_fields(message) -> bool:
     return len(unknown_fields.UnknownFieldSet(message)) > 0
-
-
-def _field(tag: int, data: bytes, size: int | None = None) -> bytes:
-    """A length-delimited field's tag and varint length, then `data` (`size`:
-    the length when the data follows in other pieces)."""
-    n = len(data) if size is None else size
-    head = bytearray((tag,))
-    while n >= 0x80:
-        head.append((n & 0x7F) | 0x80)
-        n >>= 7
-    head.append(n)
-    return bytes(head) + data
 
 
 #: Temporary files are `.pybackward-<8 random chars>.tmp` beside the target.

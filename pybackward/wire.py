@@ -55,6 +55,21 @@ def parse_program_desc(data: Any, source: str | None = None, text: bool = False,
     return desc, label
 
 
+def length_delimited(tag: int, data: bytes, size: int | None = None) -> bytes:
+    """A length-delimited protobuf field: `tag` (one byte: field number << 3 | 2,
+    for fields 1-15), the varint length, then `data`; `size` gives the length
+    when the field's bytes follow in other pieces (`data` then b"")."""
+    n = len(data) if size is None else size
+    if n < 0x80:
+        return bytes((tag, n)) + data
+    head = bytearray((tag,))
+    while n >= 0x80:
+        head.append((n & 0x7F) | 0x80)
+        n >>= 7
+    head.append(n)
+    return bytes(head) + data
+
+
 def check_op_structure(program: Any) -> None:
     """Run the structural rules the registry declares per op type (`OpDef.structure_check`)."""
     checks: dict[str, object] = {}

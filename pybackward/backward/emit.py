@@ -18,6 +18,7 @@ from ..errors import PyBackwardError, where
 from ..ops import registry
 from ..ops.registry import GradOp
 from ..program import OP_ROLE_ATTR, Block, Operator
+from ..wire import length_delimited
 from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
 
 OP_ROLE_BACKWARD = 1
@@ -385,7 +386,7 @@ def _append_vars_sorted(block: Block, new: list["NewVar | pb.VarDesc"]) -> None:
         del block.desc.vars[keep:]
     rows = added + [(v.name, v.wire() if type(v) is NewVar else v.SerializePartialToString()) for v in new]
     rows.sort(key=_first)
-    block.desc.MergeFromString(b"".join([_field(_VARS_TAG, data) for _, data in rows]))
+    block.desc.MergeFromString(b"".join([length_delimited(_VARS_TAG, data) for _, data in rows]))
     block.reindex_vars(keep)
 
 
@@ -394,19 +395,6 @@ def _first(row: tuple) -> Any:
 
 
 _VARS_TAG = 0x1A                     # BlockDesc.vars: field 3, length-delimited
-
-
-def _field(tag: int, data: bytes) -> bytes:
-    """A length-delimited field: tag, varint length, bytes."""
-    n = len(data)
-    if n < 0x80:
-        return bytes((tag, n)) + data
-    head = bytearray((tag,))
-    while n >= 0x80:
-        head.append((n & 0x7F) | 0x80)
-        n >>= 7
-    head.append(n)
-    return bytes(head) + data
 
 
 class NewVar:
@@ -423,7 +411,7 @@ class NewVar:
         self.type = type_
 
     def wire(self) -> bytes:
-        return _field(0x0A, self.name.encode()) + _type_field(self.type) + b"\x30\x00"
+        return length_delimited(0x0A, self.name.encode()) + _type_field(self.type) + b"\x30\x00"
 
 
 def _set_lod_level(desc: "pb.VarDesc | NewVar") -> None:
@@ -498,14 +486,14 @@ def _grad_type(fwd_type: pb.VarType, lod_level: bool) -> pb.VarType:
             _GRAD_TYPES.clear()
             _TYPE_FIELDS.clear()
         _GRAD_TYPES[key] = t
-        _TYPE_FIELDS[id(t)] = _field(0x12, t.SerializePartialToString())
+        _TYPE_FIELDS[id(t)] = length_delimited(0x12, t.SerializePartialToString())
     return t
 
 
 def _type_field(t: pb.VarType) -> bytes:
     data = _TYPE_FIELDS.get(id(t))
     if data is None:       # (dropped with the cache it belonged to; the template lives on in its vars)
-        data = _field(0x12, t.SerializePartialToString())
+        data = length_delimited(0x12, t.SerializePartialToString())
     return data
 
 
