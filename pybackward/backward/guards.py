@@ -27,7 +27,6 @@ And one check after the pass, before anything is returned or written:
 from __future__ import annotations
 
 from collections import Counter
-
 from typing import Iterable
 
 from .. import dtypes
