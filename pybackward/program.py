@@ -283,12 +283,16 @@ def set_attr(desc: pb.OpDesc, name: str, value: Any, attr_type: int | None = Non
             return
     new = pb.OpDesc.Attr()
     _attrs.encode(new, name, value, attr_type)
-    # Paddle serialises attrs sorted by name (after the type's extra attrs):
-    # a new one joins the trailing sorted run (e.g. op_role_var set on a
-    # conditional_block_grad lands before sub_block), not the end.
-    attrs = desc.attrs
+    insert_sorted(desc.attrs, new)
+
+
+def insert_sorted(attrs, new: pb.OpDesc.Attr) -> None:
+    """Insert `new` into `attrs` (an OpDesc's repeated field, or a list) as
+    Paddle serialises attrs - sorted by name after the type's extra attrs: a
+    new one joins the trailing sorted run (e.g. op_role_var set on a
+    conditional_block_grad lands before sub_block), not the end."""
     j = len(attrs)
-    while j > 0 and attrs[j - 1].name > name:
+    while j > 0 and attrs[j - 1].name > new.name:
         j -= 1
     attrs.insert(j, new)
 
@@ -297,18 +301,13 @@ def prepend_to_list_attr(desc: pb.OpDesc, name: str, values: list, attr_type: in
     """Set list attr `name` to `values` + its current value (none if absent),
     as `set_attr(desc, name, values + old, attr_type)` would, in one scan of
     the attrs (the gradient pass tags thousands of grad ops this way)."""
-    attrs = desc.attrs
-    j = 0
-    for k, a in enumerate(attrs):
-        n = a.name
-        if n == name:
+    for a in desc.attrs:
+        if a.name == name:
             _attrs.encode(a, name, list(values) + list(_attrs.decode(a) or []), attr_type)
             return
-        if n <= name:
-            j = k + 1
     new = pb.OpDesc.Attr()
     _attrs.encode(new, name, list(values), attr_type)
-    attrs.insert(j, new)
+    insert_sorted(desc.attrs, new)
 
 
 _BLOCK, _BLOCKS = pb.AttrType.BLOCK, pb.AttrType.BLOCKS

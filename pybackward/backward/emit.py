@@ -10,6 +10,7 @@ and declares each new var with its forward var's type, shape and dtype.
 """
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 from .. import attrs as _attrs
@@ -17,7 +18,7 @@ from .._proto import framework_pb2 as pb
 from ..errors import PyBackwardError, where
 from ..ops import registry
 from ..ops.registry import GradOp
-from ..program import OP_ROLE_ATTR, Block, Operator
+from ..program import OP_ROLE_ATTR, Block, Operator, insert_sorted
 from ..wire import length_delimited
 from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
 
@@ -29,14 +30,6 @@ def _set(attr: pb.OpDesc.Attr, name: str, value: Any) -> None:
         _attrs.encode(attr, name, value[0], value[1])
     else:
         _attrs.encode(attr, name, value, attr.type if attr.name == name else None)
-
-
-def _insert_sorted(attrs: list[pb.OpDesc.Attr], new: pb.OpDesc.Attr) -> None:
-    """Insert among the trailing sorted attrs (Paddle writes extras first, then sorted)."""
-    j = len(attrs)
-    while j > 0 and attrs[j - 1].name > new.name:
-        j -= 1
-    attrs.insert(j, new)
 
 
 def _attr(name: str, value: Any, attr_type: int | None) -> pb.OpDesc.Attr:
@@ -163,7 +156,7 @@ def _fill_attrs(desc: pb.OpDesc, g: GradOp, role: int | None) -> None:
     known = {a.name for a in g.base_attrs}
     for name, a in items.items():
         if name not in known:
-            _insert_sorted(ordered, a)
+            insert_sorted(ordered, a)
     desc.attrs.extend(ordered)
 
 
@@ -385,13 +378,9 @@ def _append_vars_sorted(block: Block, new: list["NewVar | pb.VarDesc"]) -> None:
     if added:
         del block.desc.vars[keep:]
     rows = added + [(v.name, v.wire() if type(v) is NewVar else v.SerializePartialToString()) for v in new]
-    rows.sort(key=_first)
+    rows.sort(key=itemgetter(0))
     block.desc.MergeFromString(b"".join([length_delimited(_VARS_TAG, data) for _, data in rows]))
     block.reindex_vars(keep)
-
-
-def _first(row: tuple) -> Any:
-    return row[0]
 
 
 _VARS_TAG = 0x1A                     # BlockDesc.vars: field 3, length-delimited

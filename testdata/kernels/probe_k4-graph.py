@@ -15,6 +15,13 @@ paddle.enable_static()
 EXE = paddle.static.Executor(paddle.CPUPlace())
 
 
+def report_error(title, e):
+    """One line: the first line of Paddle's error that names it."""
+    msg = [m for m in str(e).splitlines() if m.strip()]
+    key = [m for m in msg if "Error" in m or "Expected" in m]
+    print(f"== {title}: ERROR {type(e).__name__}: {(key or msg or [''])[0][:400]}")
+
+
 def run(title, op, ins, outs, attrs, alias=None, out_dtypes=None):
     """ins: slot -> list of arrays; outs: slot -> count; alias: out slot -> input slot."""
     main, startup = paddle.static.Program(), paddle.static.Program()
@@ -44,9 +51,7 @@ def run(title, op, ins, outs, attrs, alias=None, out_dtypes=None):
             v = np.asarray(v)
             print(f"   {s}: {v.dtype} {v.shape} {v.tolist()}")
     except Exception as e:  # noqa: BLE001
-        msg = [m for m in str(e).splitlines() if m.strip()]
-        key = [m for m in msg if "Error" in m or "Expected" in m]
-        print(f"== {title}: ERROR {type(e).__name__}: {(key or msg or [''])[0][:400]}")
+        report_error(title, e)
     sys.stdout.flush()
 
 
@@ -197,9 +202,7 @@ def run_sr(title, op, rows, height, value, outs, attrs, extra=None):
                 else:
                     print(f"   {slot}: {np.array(var.get_tensor()).tolist()}")
     except Exception as e:  # noqa: BLE001
-        msg = [m for m in str(e).splitlines() if m.strip()]
-        key = [m for m in msg if "Error" in m or "Expected" in m]
-        print(f"== {title}: ERROR {type(e).__name__}: {(key or msg or [''])[0][:400]}")
+        report_error(title, e)
     sys.stdout.flush()
 
 
