@@ -426,7 +426,7 @@ class Executor:
                     if dt is not None:
                         if isinstance(v, np.ndarray):
                             if v.dtype != dt:
-                                v = v.astype(dt)
+                                v = _as_declared(v, dt, program, block, step, n)
                         elif not isinstance(v, list):
                             v = np.asarray(v, dtype=dt)
                     if check_nan and isinstance(v, np.ndarray) and v.dtype.kind in "fc" \
@@ -474,6 +474,24 @@ def _check_run_args(program, feed, fetch_list, scope) -> None:
                                         f"{type(f).__name__}: {f!r}")
     if scope is not None and not isinstance(scope, Scope):
         raise ArgumentTypeError(f"scope must be a pybackward Scope, not {type(scope).__name__}")
+
+
+def _as_declared(v: np.ndarray, dt: np.dtype, program: Program, block: Block, step: _Step,
+                 name: str) -> np.ndarray:
+    """An op's output cast to its var's declared dtype. Complex values go into
+    a real var as their real part: a grad op's always (the gradient of a real
+    var is the real part of the complex one, as Paddle's grad kernels take
+    it), any other op's only when the imaginary parts are all zero. Anything
+    else would lose values without a word (Paddle's vars keep the kernel's
+    dtype at run time; pybackward's hold what the program declares)."""
+    if v.dtype.kind == "c" and dt.kind != "c":
+        opdef = registry.find(step.op_type)
+        if (opdef is None or opdef.grad_of is None) and np.any(v.imag):
+            raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type, name)}: "
+                                 f"wrote complex values into '{name}', which the program declares "
+                                 f"{dt}; their imaginary parts would be lost")
+        v = v.real
+    return v.astype(dt)
 
 
 def _shapes(ins: dict) -> dict:

@@ -101,3 +101,28 @@ def test_an_op_paddle_cannot_run_on_cpu_says_so():
     with pytest.raises(ExecutionError, match=r"\(dequantize\): no kernel .* Paddle 3\.3\.1 has no CPU kernel "
                                              r"for this op either$"):
         Executor().run(prog, feed=dict(np.load(FIT / "feeds.npz")), scope=_scope())
+
+
+def _complex_into_real() -> pybackward.Program:
+    """A complex64 feed scaled into a var the program declares float32 (the
+    fuzzer's dtype mutations write such programs)."""
+    prog = pybackward.Program()
+    b = prog.global_block()
+    b.create_var("x", [2], "complex64", need_check_feed=True)
+    b.create_var("y", [2], "float32")
+    b.append_op("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0, "bias": 0.0, "bias_after_scale": True})
+    return prog
+
+
+def test_complex_values_with_imaginary_parts_are_not_cast_into_a_real_var():
+    with pytest.raises(ExecutionError, match=r"op 0 \(scale\), var 'y': wrote complex values into 'y', which the "
+                                             "program declares float32; their imaginary parts would be lost"):
+        Executor().run(_complex_into_real(), feed={"x": np.array([1 + 1j, 2], np.complex64)}, fetch_list=["y"])
+
+
+def test_complex_values_that_are_real_go_into_a_real_var_without_a_warning():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # numpy's ComplexWarning included
+        (y,) = Executor().run(_complex_into_real(), feed={"x": np.array([1, 2], np.complex64)}, fetch_list=["y"])
+    assert y.dtype == np.float32 and y.tolist() == [2.0, 4.0]

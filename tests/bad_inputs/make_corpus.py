@@ -620,6 +620,17 @@ def run_cases() -> None:
         {**fit, "x_2x5.npy": _npy_bytes((2, 5))},
         ["run", "{fit.pb}", "--fetch", "mean_0.tmp_0", "--feed", "x={x_2x5.npy}"],
         ["{fit.pb}", "var 'x'", "feed has shape [2, 5]"])
+
+    def y_complex(d):
+        find_var(d.blocks[0], "y").type.dense_tensor.tensor.data_type = pb.VarType.COMPLEX64
+    add("complex_into_real_var", "run: a complex64 feed, whose elementwise_sub writes complex values into a var "
+        "declared float32 (their imaginary parts were dropped with only NumPy's ComplexWarning)",
+        {"y_complex.pb": edited("fit_a_line", y_complex), "y_complex.npy": _npy_bytes((4, 1), "complex64", 1 + 1j),
+         "x_4x13.npy": _npy_bytes((4, 13))},
+        ["run", "{y_complex.pb}", "--fetch", "mean_0.tmp_0", "--params", f"{FIT_PB}/params.npz",
+         "--feed", "x={x_4x13.npy}", "--feed", "y={y_complex.npy}"],
+        ["{y_complex.pb}", "block 0, op 2 (elementwise_sub)", "var 'square_error_cost_0.tmp_0'",
+         "imaginary parts would be lost"])
     add("fetch_unknown", "run: fetch a var nothing computes", fit,
         ["run", "{fit.pb}", "--fetch", "nope", *FIT_RUN], ["{fit.pb}", "var 'nope'", "cannot fetch"])
     corrupt = b"PK\x03\x04" + bytes(60)
