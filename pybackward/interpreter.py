@@ -478,19 +478,28 @@ def _check_run_args(program, feed, fetch_list, scope) -> None:
 
 def _as_declared(v: np.ndarray, dt: np.dtype, program: Program, block: Block, step: _Step,
                  name: str) -> np.ndarray:
-    """An op's output cast to its var's declared dtype. Complex values go into
-    a real var as their real part: a grad op's always (the gradient of a real
-    var is the real part of the complex one, as Paddle's grad kernels take
-    it), any other op's only when the imaginary parts are all zero. Anything
-    else would lose values without a word (Paddle's vars keep the kernel's
-    dtype at run time; pybackward's hold what the program declares)."""
-    if v.dtype.kind == "c" and dt.kind != "c":
-        opdef = registry.find(step.op_type)
-        if (opdef is None or opdef.grad_of is None) and np.any(v.imag):
-            raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type, name)}: "
-                                 f"wrote complex values into '{name}', which the program declares "
-                                 f"{dt}; their imaginary parts would be lost")
+    """An op's output cast to its var's declared dtype.
+
+    A cast that would lose values is refused: complex values with imaginary
+    parts into a real var, floats with fractional parts (or NaN) into an
+    integer or bool one. Paddle's vars keep the kernel's dtype at run time and
+    pybackward's hold what the program declares, so the loss would go
+    unseen. Grad ops are the exception: the gradient of a real var is the
+    real part of the complex one, as Paddle's grad kernels take it."""
+    kind, to = v.dtype.kind, dt.kind
+    lost = None
+    if kind == "c" and to != "c":
+        if np.any(v.imag):
+            lost = "complex values", "imaginary"
         v = v.real
+    elif kind == "f" and to in "iub" and not np.array_equal(v, np.trunc(v)):
+        lost = "floats", "fractional"
+    if lost is not None:
+        opdef = registry.find(step.op_type)
+        if opdef is None or opdef.grad_of is None:
+            raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type, name)}: "
+                                 f"wrote {lost[0]} into '{name}', which the program declares {dt}; their "
+                                 f"{lost[1]} parts would be lost")
     return v.astype(dt)
 
 

@@ -126,3 +126,22 @@ def test_complex_values_that_are_real_go_into_a_real_var_without_a_warning():
         warnings.simplefilter("error")    # numpy's ComplexWarning included
         (y,) = Executor().run(_complex_into_real(), feed={"x": np.array([1, 2], np.complex64)}, fetch_list=["y"])
     assert y.dtype == np.float32 and y.tolist() == [2.0, 4.0]
+
+
+def _float_into_int() -> pybackward.Program:
+    prog = pybackward.Program()
+    b = prog.global_block()
+    b.create_var("x", [2], "float32", need_check_feed=True)
+    b.create_var("y", [2], "int32")
+    b.append_op("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0, "bias": 0.0, "bias_after_scale": True})
+    return prog
+
+
+def test_floats_with_fractional_parts_are_not_cast_into_an_int_var():
+    with pytest.raises(ExecutionError, match=r"var 'y': wrote floats into 'y', which the program declares int32; "
+                                             "their fractional parts would be lost"):
+        Executor().run(_float_into_int(), feed={"x": np.array([0.25, 1], np.float32)}, fetch_list=["y"])
+    with pytest.raises(ExecutionError, match="fractional parts would be lost"):     # NaN has no integer
+        Executor().run(_float_into_int(), feed={"x": np.array([np.nan, 1], np.float32)}, fetch_list=["y"])
+    (y,) = Executor().run(_float_into_int(), feed={"x": np.array([0.5, 1], np.float32)}, fetch_list=["y"])
+    assert y.dtype == np.int32 and y.tolist() == [1, 2]
