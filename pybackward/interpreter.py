@@ -491,8 +491,8 @@ def _as_declared(v: np.ndarray, dt: np.dtype, program: Program, block: Block, st
     if kind == "c" and to != "c":
         if np.any(v.imag):
             lost = "complex values", "imaginary"
-        v = v.real
-    elif kind == "f" and to in "iub" and not np.array_equal(v, np.trunc(v)):
+        v, kind = v.real, "f"
+    if lost is None and kind == "f" and to in "iub" and not np.array_equal(v, np.trunc(v)):
         lost = "floats", "fractional"
     if lost is not None:
         opdef = registry.find(step.op_type)

@@ -103,13 +103,13 @@ def test_an_op_paddle_cannot_run_on_cpu_says_so():
         Executor().run(prog, feed=dict(np.load(FIT / "feeds.npz")), scope=_scope())
 
 
-def _complex_into_real() -> pybackward.Program:
-    """A complex64 feed scaled into a var the program declares float32 (the
-    fuzzer's dtype mutations write such programs)."""
+def _scale_into(x_dtype: str, y_dtype: str) -> pybackward.Program:
+    """A feed `x` scaled by 2 into a var `y` the program declares with
+    another dtype (the fuzzer's dtype mutations write such programs)."""
     prog = pybackward.Program()
     b = prog.global_block()
-    b.create_var("x", [2], "complex64", need_check_feed=True)
-    b.create_var("y", [2], "float32")
+    b.create_var("x", [2], x_dtype, need_check_feed=True)
+    b.create_var("y", [2], y_dtype)
     b.append_op("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0, "bias": 0.0, "bias_after_scale": True})
     return prog
 
@@ -117,31 +117,28 @@ def _complex_into_real() -> pybackward.Program:
 def test_complex_values_with_imaginary_parts_are_not_cast_into_a_real_var():
     with pytest.raises(ExecutionError, match=r"op 0 \(scale\), var 'y': wrote complex values into 'y', which the "
                                              "program declares float32; their imaginary parts would be lost"):
-        Executor().run(_complex_into_real(), feed={"x": np.array([1 + 1j, 2], np.complex64)}, fetch_list=["y"])
+        Executor().run(_scale_into("complex64", "float32"), feed={"x": np.array([1 + 1j, 2], np.complex64)},
+                       fetch_list=["y"])
 
 
 def test_complex_values_that_are_real_go_into_a_real_var_without_a_warning():
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")    # numpy's ComplexWarning included
-        (y,) = Executor().run(_complex_into_real(), feed={"x": np.array([1, 2], np.complex64)}, fetch_list=["y"])
+        (y,) = Executor().run(_scale_into("complex64", "float32"), feed={"x": np.array([1, 2], np.complex64)},
+                              fetch_list=["y"])
     assert y.dtype == np.float32 and y.tolist() == [2.0, 4.0]
 
 
-def _float_into_int() -> pybackward.Program:
-    prog = pybackward.Program()
-    b = prog.global_block()
-    b.create_var("x", [2], "float32", need_check_feed=True)
-    b.create_var("y", [2], "int32")
-    b.append_op("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0, "bias": 0.0, "bias_after_scale": True})
-    return prog
-
-
 def test_floats_with_fractional_parts_are_not_cast_into_an_int_var():
+    prog = _scale_into("float32", "int32")
     with pytest.raises(ExecutionError, match=r"var 'y': wrote floats into 'y', which the program declares int32; "
                                              "their fractional parts would be lost"):
-        Executor().run(_float_into_int(), feed={"x": np.array([0.25, 1], np.float32)}, fetch_list=["y"])
+        Executor().run(prog, feed={"x": np.array([0.25, 1], np.float32)}, fetch_list=["y"])
     with pytest.raises(ExecutionError, match="fractional parts would be lost"):     # NaN has no integer
-        Executor().run(_float_into_int(), feed={"x": np.array([np.nan, 1], np.float32)}, fetch_list=["y"])
-    (y,) = Executor().run(_float_into_int(), feed={"x": np.array([0.5, 1], np.float32)}, fetch_list=["y"])
+        Executor().run(prog, feed={"x": np.array([np.nan, 1], np.float32)}, fetch_list=["y"])
+    with pytest.raises(ExecutionError, match="fractional parts would be lost"):     # the real part's, too
+        Executor().run(_scale_into("complex64", "int32"), feed={"x": np.array([0.25, 1], np.complex64)},
+                       fetch_list=["y"])
+    (y,) = Executor().run(prog, feed={"x": np.array([0.5, 1], np.float32)}, fetch_list=["y"])
     assert y.dtype == np.int32 and y.tolist() == [1, 2]
