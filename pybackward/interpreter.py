@@ -481,8 +481,9 @@ def _as_declared(v: np.ndarray, dt: np.dtype, program: Program, block: Block, st
     """An op's output cast to its var's declared dtype.
 
     A cast that would lose values is refused: complex values with imaginary
-    parts into a real var, floats with fractional parts (or NaN) into an
-    integer or bool one. Paddle's vars keep the kernel's dtype at run time and
+    parts into a real var; into an integer var, floats with fractional parts
+    (or NaN) and values outside its range; into a bool var, anything but 0
+    and 1. Paddle's vars keep the kernel's dtype at run time and
     pybackward's hold what the program declares, so the loss would go
     unseen. Grad ops are the exception: the gradient of a real var is the
     real part of the complex one, as Paddle's grad kernels take it."""
@@ -490,16 +491,23 @@ def _as_declared(v: np.ndarray, dt: np.dtype, program: Program, block: Block, st
     lost = None
     if kind == "c" and to != "c":
         if np.any(v.imag):
-            lost = "complex values", "imaginary"
+            lost = f"complex values into '{name}'", "their imaginary parts would be lost"
         v, kind = v.real, "f"
-    if lost is None and kind == "f" and to in "iub" and not np.array_equal(v, np.trunc(v)):
-        lost = "floats", "fractional"
+    if lost is None and to in "iub" and kind in "iuf" and v.size:
+        if kind == "f" and not np.array_equal(v, np.trunc(v)):
+            lost = f"floats into '{name}'", "their fractional parts would be lost"
+        elif to == "b":
+            if not np.all((v == 0) | (v == 1)):
+                lost = f"values other than 0 and 1 into '{name}'", "they would all become True"
+        else:
+            info = np.iinfo(dt)
+            if v.min() < info.min or v.max() > info.max:
+                lost = f"values outside {dt}'s range into '{name}'", "they would wrap around"
     if lost is not None:
         opdef = registry.find(step.op_type)
         if opdef is None or opdef.grad_of is None:
             raise ExecutionError(f"{where(program.source, block.idx, step.index, step.op_type, name)}: "
-                                 f"wrote {lost[0]} into '{name}', which the program declares {dt}; their "
-                                 f"{lost[1]} parts would be lost")
+                                 f"wrote {lost[0]}, which the program declares {dt}; {lost[1]}")
     return v.astype(dt)
 
 

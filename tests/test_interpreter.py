@@ -142,3 +142,26 @@ def test_floats_with_fractional_parts_are_not_cast_into_an_int_var():
                        fetch_list=["y"])
     (y,) = Executor().run(prog, feed={"x": np.array([0.5, 1], np.float32)}, fetch_list=["y"])
     assert y.dtype == np.int32 and y.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("x_dtype, y_dtype, x, what", [
+    ("int64", "int32", [2**30, 1], r"values outside int32's range into 'y', which the program declares int32; "
+                                   "they would wrap around"),
+    ("float32", "uint8", [-1, 1], "values outside uint8's range"),
+    ("float32", "int32", [np.inf, 1], "values outside int32's range"),
+    ("float32", "bool", [0.25, 0], "fractional parts would be lost"),
+    ("int64", "bool", [1, 0], "values other than 0 and 1 into 'y', which the program declares bool; they would "
+                              "all become True"),      # 2 * 1 is 2
+])
+def test_values_a_declared_int_or_bool_cannot_hold_are_refused(x_dtype, y_dtype, x, what):
+    with pytest.raises(ExecutionError, match=what):
+        Executor().run(_scale_into(x_dtype, y_dtype), feed={"x": np.array(x, x_dtype)}, fetch_list=["y"])
+
+
+def test_values_a_declared_int_or_bool_can_hold_pass():
+    (y,) = Executor().run(_scale_into("int64", "int32"), feed={"x": np.array([2**29, -3], np.int64)},
+                          fetch_list=["y"])
+    assert y.dtype == np.int32 and y.tolist() == [2**30, -6]
+    (y,) = Executor().run(_scale_into("float32", "bool"), feed={"x": np.array([0.5, 0], np.float32)},
+                          fetch_list=["y"])
+    assert y.dtype == np.bool_ and y.tolist() == [True, False]
