@@ -485,8 +485,9 @@ def _as_declared(v: np.ndarray, dt: np.dtype, program: Program, block: Block, st
     (or NaN) and values outside its range; into a bool var, anything but 0
     and 1. Paddle's vars keep the kernel's dtype at run time and
     pybackward's hold what the program declares, so the loss would go
-    unseen. Grad ops are the exception: the gradient of a real var is the
-    real part of the complex one, as Paddle's grad kernels take it."""
+    unseen. Grad ops are exempt: a complex gradient written into a real var
+    is the gradient of a real var, whose real part is the answer (as
+    Paddle's grad kernels take it)."""
     kind, to = v.dtype.kind, dt.kind
     lost = None
     if kind == "c" and to != "c":
