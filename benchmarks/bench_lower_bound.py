@@ -51,11 +51,17 @@ import bench_backward as bb  # noqa: E402  (the programs, the process wrappers, 
 
 PB2 = str(bb.ROOT / "pybackward" / "_proto" / "framework_pb2.py")
 
-BOUND = r"""
-import importlib.util, os, sys, tempfile, time
-spec = importlib.util.spec_from_file_location("framework_pb2", sys.argv[4])
+# Both scripts load the generated bindings from their file, as the floor does:
+# importing anything of pybackward would count our own imports (~0.2 s).
+LOAD_PB2 = r"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("framework_pb2", sys.argv[-1])   # always the last argument
 pb = importlib.util.module_from_spec(spec); spec.loader.exec_module(pb)
-src, dst, mode, out_model = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5]
+"""
+
+BOUND = LOAD_PB2 + r"""
+import os, tempfile, time
+src, dst, mode, out_model = sys.argv[1:5]
 if mode == "imports":
     import click, numpy  # noqa: F401
 t0 = time.perf_counter()
@@ -68,6 +74,7 @@ if mode in ("read", "make"):
         blocks.append(ops)
 if mode == "make":
     SHORT = [bytes([n]) for n in range(128)]
+    # pybackward.wire.length_delimited's twin: wire imports the op registry.
     def field(tag, payload):   # a length-delimited field: its tag byte, varint length, payload
         n = len(payload)
         if n < 128:
@@ -128,10 +135,7 @@ os.replace(tmp, dst)
 print(seconds)   # in process: parse IN (+ read, make) + serialise
 """
 
-HOLD = r"""
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("framework_pb2", sys.argv[2])
-pb = importlib.util.module_from_spec(spec); spec.loader.exec_module(pb)
+HOLD = LOAD_PB2 + r"""
 d = pb.ProgramDesc(); d.ParseFromString(open(sys.argv[1], "rb").read())
 """
 
@@ -157,7 +161,7 @@ def time_table(layers: int, repeat: int, work: str) -> dict:
     for label, mode in (("floor", "floor"), ("floor + read", "read"), ("floor + read + make", "make"),
                         ("floor + import click, numpy", "imports")):
         dst = os.path.join(work, f"{mode}.pb")
-        rows[label] = _cpu([sys.executable, "-c", BOUND, src, dst, mode, PB2, out], repeat)
+        rows[label] = _cpu([sys.executable, "-c", BOUND, src, dst, mode, out, PB2], repeat)
         rows[label]["bytes_out"] = os.path.getsize(dst)
     return {"layers": layers, "bytes_in": os.path.getsize(src), "bytes_out": os.path.getsize(out), "rows": rows}
 
@@ -173,10 +177,10 @@ def memory_table(work: str) -> list[dict]:
         with open(src, "wb") as f:
             f.write(build())
         ours = bb.measured([sys.executable, "-m", "pybackward_cli.main", "append", "--loss", bb.LOSS, src, out])
-        empty = bb.measured([sys.executable, "-c", HOLD, src, PB2])   # holding IN: the runtime's own RSS + IN
-        hold = bb.measured([sys.executable, "-c", HOLD, out, PB2])
+        hold_in = bb.measured([sys.executable, "-c", HOLD, src, PB2])   # the runtime's own RSS + IN
+        hold_out = bb.measured([sys.executable, "-c", HOLD, out, PB2])
         rows.append({"shape": label, "bytes_in": os.path.getsize(src), "bytes_out": os.path.getsize(out),
-                     "hold_in_rss": empty["rss"], "hold_out_rss": hold["rss"], "ours_rss": ours["rss"]})
+                     "hold_in_rss": hold_in["rss"], "hold_out_rss": hold_out["rss"], "ours_rss": ours["rss"]})
     return rows
 
 

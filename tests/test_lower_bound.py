@@ -37,7 +37,7 @@ def programs(tmp_path_factory):
 
 def _bound(work: Path, src: Path, out: Path, mode: str) -> tuple[pb.ProgramDesc, float]:
     dst = work / f"{mode}.pb"
-    r = subprocess.run([sys.executable, "-c", lb.BOUND, str(src), str(dst), mode, lb.PB2, str(out)],
+    r = subprocess.run([sys.executable, "-c", lb.BOUND, str(src), str(dst), mode, str(out), lb.PB2],
                        capture_output=True, text=True, check=True)
     d = pb.ProgramDesc()
     d.ParseFromString(dst.read_bytes())
