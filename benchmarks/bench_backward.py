@@ -135,8 +135,8 @@ def build_fanout(n: int) -> bytes:
 def build_sub_blocks(n: int) -> bytes:
     """n `conditional_block`s in block 0 (attrs as Paddle writes them), each
     running `scale` of a parameter in its own sub-block; their outputs summed."""
-    from pybackward.attrs import encode
-    from pybackward.program import OP_ROLE_ATTR
+    from pybackward.base.attrs import encode
+    from pybackward.legacy.program import OP_ROLE_ATTR
 
     def body(b):
         program = b.program

@@ -63,7 +63,7 @@ import pybackward
 sys.path.insert(0, sys.argv[2])
 import numpy as np
 import bench_backward
-from pybackward.interpreter import Executor, Scope
+from pybackward.interpreter.executor import Executor, Scope
 bench_backward.WIDTH = 4
 prog = pybackward.loads(bench_backward.build_mlp(100))
 pybackward.append_backward("mean_0.tmp_0", program=prog)

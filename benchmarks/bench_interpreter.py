@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pybackward  # noqa: E402
 from bench_backward import build_mlp  # noqa: E402
 import bench_backward  # noqa: E402
-from pybackward.interpreter import Executor, Scope  # noqa: E402
+from pybackward.interpreter.executor import Executor, Scope  # noqa: E402
 
 PADDLE_SCRIPT = r"""
 import os, sys, time

@@ -74,7 +74,7 @@ if mode in ("read", "make"):
         blocks.append(ops)
 if mode == "make":
     SHORT = [bytes([n]) for n in range(128)]
-    # pybackward.wire.length_delimited's twin: wire imports the op registry.
+    # pybackward.legacy.wire.length_delimited's twin: wire imports the op registry.
     def field(tag, payload):   # a length-delimited field: its tag byte, varint length, payload
         n = len(payload)
         if n < 128:

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import pybackward  # noqa: E402
 import pybackward.memory as pm  # noqa: E402
-from pybackward.interpreter import Executor, Scope  # noqa: E402
+from pybackward.interpreter.executor import Executor, Scope  # noqa: E402
 from pybackward.ops import registry  # noqa: E402
 
 MODELS = ROOT / "testdata" / "models"

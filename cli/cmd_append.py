@@ -10,8 +10,8 @@ import click
 
 import pybackward
 from pybackward.backward.guards import refuse_existing_backward
-from pybackward.errors import PyBackwardError
-from pybackward.suffixes import check_program_path
+from pybackward.base.errors import PyBackwardError
+from pybackward.base.suffixes import check_program_path
 
 from .common import (Progress, append_with_checkpoints, beside_hint, evaluate, handle_errors, info, load_arrays,
                      one_line, ops_option, quiet_option, recorded_deviations, resolve_loss, run_options, show_values,
@@ -50,7 +50,7 @@ def expect_options(fn):
 def _compare_golden(prog, expect: str, update: bool, label: str, as_json: bool, quiet: bool = False):
     """Compare with the golden; print the diff (unless JSON). Returns the result
     and the message of a failure (None when it passed)."""
-    from pybackward.diff import check_golden, golden_paths
+    from pybackward.views.diff import check_golden, golden_paths
     res = check_golden(prog, expect, update=update, label=label)
     _, text = golden_paths(expect)
     if res.diff is not None and not res.diff.equal and not as_json:

@@ -34,7 +34,7 @@ def check(program, loss, wrt, eps, rtol, atol, max_elements, directions, as_json
     """
     import json
     import numpy as np
-    from pybackward.interpreter import Executor, Scope
+    from pybackward.interpreter.executor import Executor, Scope
     prog = pybackward.load(program)
     params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)
     p, f = load_arrays(params, feeds_npz, feed_items, prog)
@@ -51,7 +51,7 @@ def check(program, loss, wrt, eps, rtol, atol, max_elements, directions, as_json
     if as_json:
         click.echo(json.dumps([r.__dict__ | {"shape": list(r.shape)} for r in rows]))
     else:
-        from pybackward.gradcheck import rows_to_table
+        from pybackward.interpreter.gradcheck import rows_to_table
         click.echo(rows_to_table(rows))
     bad = [r.var for r in rows if not r.ok]
     if bad:

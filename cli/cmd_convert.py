@@ -27,7 +27,7 @@ def convert(src, dst, program, as_json):
     programs: binary (.pb, .pdmodel, ...) <-> protobuf text format (.pbtxt / .txt)
     arrays:   .npz, .pdparams / .pdopt, .pdiparams, DIR/ (one file per var) -> any of these
     """
-    from pybackward import paddle_files
+    from pybackward.tensors import paddle_files
     to_arrays = (paddle_files.is_array_path(dst) and not os.path.isdir(dst)) or dst.endswith(("/", os.sep))
     if paddle_files.is_array_path(src) or to_arrays:
         prog = pybackward.load(program) if program else None

@@ -28,7 +28,7 @@ def diff(a, b, ignore_attrs, all_attrs, context, as_json, color):
 
     Exit status: 0 equal, 1 different, 2 bad input.
     """
-    from pybackward.diff import DEFAULT_IGNORED_ATTRS, diff_programs
+    from pybackward.views.diff import DEFAULT_IGNORED_ATTRS, diff_programs
     ignore = (frozenset() if all_attrs else DEFAULT_IGNORED_ATTRS) | frozenset(ignore_attrs)
     d = diff_programs(pybackward.load(a), pybackward.load(b), ignore, a_label=a, b_label=b)
     if as_json:

@@ -43,8 +43,8 @@ def dot(program, output, block, highlight, around, depth, collapse, collapse_abo
         no_legend, as_json):
     """Draw PROGRAM's graph: forward ops blue, backward orange, the loss op red;
     parameters gold, their gradients gold and dashed."""
-    from pybackward import dot as _dot, graph_view, html_view
-    from pybackward.io import write_atomic
+    from pybackward.views import dot as _dot, graph as graph_view, html as html_view
+    from pybackward.base.files import write_atomic
     html = bool(output) and Path(output).suffix.lower() in (".html", ".htm")
     if max_nodes is None:
         max_nodes = HTML_MAX_NODES if html else graph_view.DEFAULT_MAX_NODES

@@ -92,7 +92,7 @@ def _indent(s: str) -> str:
 def _print_saved(program: str, batch: int, as_json: bool) -> None:
     import json
     from pybackward.memory import human
-    from pybackward.residuals import saved_residuals
+    from pybackward.analysis.residuals import saved_residuals
     rows = saved_residuals(pybackward.load(program), batch)
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in rows]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 import pybackward
-from pybackward.ops.control_flow import MAX_WHILE_STEPS
+from pybackward.ops.control_flow.cond_while import MAX_WHILE_STEPS
 
 from .common import (POSITIVE, beside_hint, execute, handle_errors, load_arrays, quiet_option, run_options,
                      with_values_beside)

@@ -45,11 +45,11 @@ def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_on
         s = pybackward.summary(prog)
         click.echo(json.dumps(s.to_json()) if as_json else s.to_text())
         return
-    text = pybackward.text
+    text = pybackward.legacy.text
     if fmt == "pbtxt":
         click.echo(text.program_to_pbtxt(prog, block=block, section=section), nl=False)
     elif fmt == "paddle":
-        from pybackward.paddle_text import program_to_paddle_text
+        from pybackward.views.paddle_text import program_to_paddle_text
         if section or no_attrs or all_attrs or no_vars or flat:
             raise pybackward.ArgumentError("--format paddle prints what Paddle prints; of the listing options "
                                            "it takes only --block")

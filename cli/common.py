@@ -32,8 +32,8 @@ import click
 
 import pybackward
 from pybackward import memory as pm
-from pybackward.errors import CheckFailedError, PaddleDeviationWarning, PyBackwardError
-from pybackward.program_summary import needed_inputs
+from pybackward.base.errors import CheckFailedError, PaddleDeviationWarning, PyBackwardError
+from pybackward.views.summary import needed_inputs
 
 
 # --------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def load_arrays(params, feeds_npz, feed_items, program=None) -> tuple[dict, dict
     """--params FILE (.npz, .pdparams, .pdiparams or a directory of per-var
     files; `program` names a .pdiparams' tensors), --feeds FILE and --feed
     name=file.npy, as name -> array."""
-    from pybackward.paddle_files import load_arrays as read, read_npy
+    from pybackward.tensors.paddle_files import load_arrays as read, read_npy
     params_d, feeds_d = {}, {}
     for p in params:
         params_d.update(read(p, program))
@@ -212,7 +212,7 @@ def evaluate(prog, startup, params, feeds, fetch, check_nan, hint: str = "",
     `max_while_steps` / `timeout` bound the run (None: the interpreter's defaults);
     `progress(done, total, op_type)` is told of each op of the main run;
     `files` is the directory its save / load ops may use (None: none)."""
-    from pybackward.interpreter import Executor, Scope
+    from pybackward.interpreter.executor import Executor, Scope
     check_fetch(prog, fetch)
     exe = Executor(check_nan=check_nan, max_while_steps=max_while_steps, timeout=timeout, files=files)
     scope = Scope()
@@ -235,7 +235,7 @@ def value_to_json(v, max_values: int = 1024) -> dict:
     """A fetched value as JSON: dtype, shape, statistics, and the values
     themselves when there are at most `max_values` (non-finite as strings)."""
     import numpy as np
-    from pybackward.text import jsonable
+    from pybackward.legacy.text import jsonable
     a = np.asarray(v)
     doc = {"dtype": str(a.dtype), "shape": list(a.shape)}
     if a.size and a.dtype.kind in "fc":
@@ -256,7 +256,7 @@ def show_values(fetch, values, out, as_json: bool = False, quiet: bool = False) 
         for name, v in zip(fetch, values):
             click.echo(summary(name, v))
     if out:
-        from pybackward.paddle_files import save_arrays
+        from pybackward.tensors.paddle_files import save_arrays
         save_arrays(out, dict(zip(fetch, values)))
         if not quiet:
             click.echo(f"wrote {out}", err=True)

@@ -575,7 +575,7 @@ def exercise(data: bytes, seed: Seed, text: bool = False, run: bool = True) -> O
             if not run:
                 return Outcome("ok", None)
             stage = "run"
-            from pybackward.interpreter import Executor, Scope
+            from pybackward.interpreter.executor import Executor, Scope
             scope = Scope()
             for k, v in seed.params.items():
                 scope.set(k, v)

@@ -61,7 +61,7 @@ sys.path.insert(0, sys.argv[2])
 spec = importlib.util.spec_from_file_location("mc", os.path.join(sys.argv[2], "tests", "bad_inputs", "make_corpus.py"))
 mc = importlib.util.module_from_spec(spec); spec.loader.exec_module(mc)
 import numpy as np, pybackward
-from pybackward.interpreter import Executor
+from pybackward.interpreter.executor import Executor
 depth = int(sys.argv[1])
 data = mc.nested_conditional_blocks(depth)
 r = {"depth": depth, "bytes": len(data)}
@@ -85,7 +85,7 @@ import json, os, sys, time
 sys.path.insert(0, sys.argv[2])
 import numpy as np, pybackward
 from pybackward._proto import framework_pb2 as pb
-from pybackward.interpreter import Executor
+from pybackward.interpreter.executor import Executor
 n = int(sys.argv[1])
 d = pb.ProgramDesc()
 b0 = d.blocks.add(idx=0, parent_idx=-1)

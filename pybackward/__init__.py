@@ -9,22 +9,23 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (ArgumentError, ArgumentTypeError, ArrayFileError, CheckFailedError, ExecutionError,  # noqa: F401
-                     ExecutionLimitError, OutputError, PaddleDeviationWarning, ProgramFileError, PyBackwardError,
-                     PyBackwardWarning, UnknownOpError, UnsupportedDtypeError, VarNotFoundError)
-from .io import dumps, load, loads, save  # noqa: F401
-from .program import Block, Operator, Program, Variable  # noqa: F401
-from . import text  # noqa: F401
-from .paddle_files import load_arrays, save_arrays  # noqa: F401
+from .base.errors import (
+    ArgumentError, ArgumentTypeError, ArrayFileError, CheckFailedError, ExecutionError, ExecutionLimitError,
+    OutputError, PaddleDeviationWarning, ProgramFileError, PyBackwardError, PyBackwardWarning, UnknownOpError,
+    UnsupportedDtypeError, VarNotFoundError)  # noqa: F401
+from .legacy.io import dumps, load, loads, save  # noqa: F401
+from .legacy.program import Block, Operator, Program, Variable  # noqa: F401
+from .legacy import text  # noqa: F401
+from .tensors.paddle_files import load_arrays, save_arrays  # noqa: F401
 from .backward import append_backward, calc_gradient, grad_op_descs, gradients  # noqa: F401,E402
 from .ops.custom import register_ops  # noqa: F401,E402
-from .gradcheck import check_gradients  # noqa: F401,E402
-from .interpreter import Executor, Scope  # noqa: F401,E402
-from .program_summary import summary  # noqa: F401,E402
+from .interpreter.gradcheck import check_gradients  # noqa: F401,E402
+from .interpreter.executor import Executor, Scope  # noqa: F401,E402
+from .views.summary import summary  # noqa: F401,E402
 from . import memory  # noqa: F401,E402  (the module is callable: pybackward.memory(program, batch_size=N))
 
 #: The public API: what `from pybackward import *` gives and the API docs list.
-#: Modules with more (each documents itself): `pybackward.text`, `.paddle_text`,
+#: Modules with more (each documents itself): `pybackward.legacy.text`, `.paddle_text`,
 #: `.diff`, `.dot`, `.graph_view`, `.html_view`, `.testing`, `.static`,
 #: `.backward.verify`, `.memory`, `.paddle_files`.
 __all__ = [

@@ -64,11 +64,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .backward.api import append_for_choice
-from .checkpoint_choice import AutoCheckpoints, CheckpointChoice, choose, cut_vars  # noqa: F401  (public here)
-from .interpreter import Executor, Scope
-from .liveness import (ACTIVATION, ACTIVATION_KINDS, GRADIENT, INPUT, PARAM_GRAD, PARAMETER,  # noqa: F401  (public here)
-                       MemoryReport, VarLife, human, lives, memory, var_bytes, var_kind)
-from .program import Program, Variable
+from .analysis.checkpoint_choice import AutoCheckpoints, CheckpointChoice, choose, cut_vars  # noqa: F401  (public here)
+from .interpreter.executor import Executor, Scope
+from .analysis.liveness import (
+    ACTIVATION, ACTIVATION_KINDS, GRADIENT, INPUT, PARAM_GRAD, PARAMETER, MemoryReport, VarLife, human, lives,
+    memory, var_bytes, var_kind)  # noqa: F401  (public here)
+from .legacy.program import Program, Variable
 
 # --------------------------------------------------------------------------
 # Measuring with the interpreter

@@ -25,8 +25,8 @@ import os
 from typing import TYPE_CHECKING, Iterable, Union
 
 if TYPE_CHECKING:  # keep the plugin light: pytest imports it on every run
-    from .diff import GoldenResult
-    from .program import Program
+    from .views.diff import GoldenResult
+    from .legacy.program import Program
 
 #: Set to 1 to update goldens without the pytest option (e.g. outside pytest).
 UPDATE_ENV = "PYBACKWARD_UPDATE_GOLDENS"
@@ -77,9 +77,9 @@ def assert_program_matches(program: Union["Program", str, os.PathLike, bytes],
     failing. Returns the comparison (`.equal`, `.updated`, `.diff`).
     """
     __tracebackhide__ = True
-    from . import io
-    from .diff import check_golden
-    from .program import Program
+    from .legacy import io
+    from .views.diff import check_golden
+    from .legacy.program import Program
     if isinstance(program, (bytes, bytearray, memoryview)):
         prog = io.loads(bytes(program), source="<program>")
     elif isinstance(program, Program):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import pybackward
-from pybackward import attrs as _attrs
+from pybackward.base import attrs as _attrs
 from conftest import PROGRAMS, case_json
 
 

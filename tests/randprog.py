@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 
 import pybackward
-from pybackward import attrs as _attrs
+from pybackward.base import attrs as _attrs
 from pybackward._proto import framework_pb2 as pb
 from pybackward.backward.emit import fill_op_desc
 from pybackward.ops.registry import fresh_op
-from pybackward.program import Program
+from pybackward.legacy.program import Program
 
 #: Op kinds the generator draws from, with weights.
 OP_WEIGHTS = {
@@ -472,8 +472,8 @@ def materialize(vars_: dict[str, VarSpec], ops: list[OpSpec]) -> Program:
 
 
 def _forward_values(prog: Program, feeds: dict, params: dict) -> dict[str, np.ndarray]:
-    from pybackward.gradcheck import to_float64
-    from pybackward.interpreter import Executor, Scope
+    from pybackward.interpreter.gradcheck import to_float64
+    from pybackward.interpreter.executor import Executor, Scope
     p64 = to_float64(prog)
     names = [n for n in p64.global_block().vars if n not in feeds and n not in params]
     scope = Scope()
@@ -570,8 +570,8 @@ def check_program(rp: RandomProgram, eps: float = 1e-6, rtol: float = 1e-5, atol
     what stop_gradient means. A var the pass gives no gradient must have a
     zero numeric gradient (so a missed path is caught too).
     """
-    from pybackward.gradcheck import to_float64
-    from pybackward.interpreter import Executor, Scope
+    from pybackward.interpreter.gradcheck import to_float64
+    from pybackward.interpreter.executor import Executor, Scope
 
     fwd = to_float64(rp.program)
     feeds = {k: v.astype(np.float64) for k, v in rp.feeds.items()}

@@ -245,20 +245,20 @@ class _FailingFile:
 
 
 def _inject(monkeypatch, point: str) -> None:
-    import pybackward.io as pio
+    import pybackward.base.files as pfiles
     if point == "write":
         real = os.fdopen
-        monkeypatch.setattr(pio.os, "fdopen", lambda *a, **k: _FailingFile(real(*a, **k)))
+        monkeypatch.setattr(pfiles.os, "fdopen", lambda *a, **k: _FailingFile(real(*a, **k)))
     elif point == "fsync":
-        monkeypatch.setattr(pio.os, "fsync", _disk_full)
+        monkeypatch.setattr(pfiles.os, "fsync", _disk_full)
     elif point == "rename":
-        monkeypatch.setattr(pio.os, "replace", _disk_full)
+        monkeypatch.setattr(pfiles.os, "replace", _disk_full)
     elif point == "mkstemp":
-        monkeypatch.setattr(pio.tempfile, "mkstemp", _disk_full)
+        monkeypatch.setattr(pfiles.tempfile, "mkstemp", _disk_full)
     elif point == "interrupt":
         def interrupted(*a, **k):
             raise KeyboardInterrupt
-        monkeypatch.setattr(pio.os, "fsync", interrupted)
+        monkeypatch.setattr(pfiles.os, "fsync", interrupted)
 
 
 @pytest.mark.parametrize("had_old", [True, False], ids=["old_out", "no_out"])

@@ -159,7 +159,7 @@ API_CASES = {
 # Past protobuf's 2 GiB limit (MAX_PROGRAM_BYTES), without writing 2 GiB
 # --------------------------------------------------------------------------
 def test_load_refuses_a_file_past_the_limit_without_reading_it(tmp_path, monkeypatch):
-    import pybackward.io as pio
+    import pybackward.legacy.io as pio
     f = tmp_path / "big.pb"
     f.write_bytes((FIT / "forward.pb").read_bytes())
     monkeypatch.setattr(pio, "MAX_PROGRAM_BYTES", 1000)
@@ -173,7 +173,7 @@ def test_load_refuses_a_file_past_the_limit_without_reading_it(tmp_path, monkeyp
 
 
 def test_loads_refuses_bytes_past_the_limit(monkeypatch):
-    import pybackward.io as pio
+    import pybackward.legacy.io as pio
     monkeypatch.setattr(pio, "MAX_PROGRAM_BYTES", 1000)
     data = (FIT / "forward.pb").read_bytes()
     with pytest.raises(pybackward.ProgramFileError, match="past protobuf's 2 GiB"):
@@ -186,7 +186,7 @@ def test_cli_past_the_limit_is_one_line(tmp_path):
     """The CLI with the limit lowered in its own process: exit 2, one line, nothing written."""
     f = tmp_path / "in.pb"
     f.write_bytes((FIT / "forward.pb").read_bytes())
-    script = ("import sys, pybackward.io as io; io.MAX_PROGRAM_BYTES = 1000; "
+    script = ("import sys, pybackward.legacy.io as io; io.MAX_PROGRAM_BYTES = 1000; "
               "from pybackward_cli.main import cli; cli(sys.argv[1:], prog_name='pybackward')")
     r = subprocess.run([sys.executable, "-c", script, "append", "--loss", "mean_0.tmp_0", str(f),
                         str(tmp_path / "out.pb")], capture_output=True, text=True, timeout=120)
@@ -210,7 +210,7 @@ class _TooBig:
 
 def test_piecewise_save_past_the_limit_keeps_the_old_file(tmp_path, monkeypatch):
     """A program saved piece by piece checks the 2 GiB limit itself."""
-    from pybackward import io
+    from pybackward.legacy import io
     out = tmp_path / "out.pb"
     out.write_bytes(b"old")
     prog = _fit()
@@ -247,7 +247,7 @@ def test_load_time_is_linear_in_nesting_depth():
     """Within the nesting limit, loading grows linearly with depth (validation
     tests ancestry in O(1)); past it the load is refused at once, clearly."""
     import time
-    from pybackward.validate import MAX_NESTING
+    from pybackward.legacy.validate import MAX_NESTING
     mc = _corpus_module()
     small, big = mc.nested_conditional_blocks(MAX_NESTING // 4), mc.nested_conditional_blocks(MAX_NESTING)
 

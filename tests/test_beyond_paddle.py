@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.interpreter import Executor, Scope
+from pybackward.interpreter.executor import Executor, Scope
 
 
 def _program():
@@ -80,7 +80,7 @@ def _embedding_program():
 
 
 def test_stop_edges_keeps_integer_ids_off_the_path():
-    from pybackward.backward.path import find_op_path
+    from pybackward.analysis.path import find_op_path
     p = _embedding_program()
     b = p.global_block()
     loss = b.var("loss")

@@ -19,7 +19,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import Sample
 

@@ -27,10 +27,10 @@ import pytest
 import pybackward
 from conftest import PROGRAMS, case_json
 from golden import replay
-from pybackward.errors import ExecutionError, ProgramFileError, PyBackwardError
-from pybackward.gradcheck import to_float64
-from pybackward.interpreter import Executor, Scope
-from pybackward.ops.control_flow import find_var_cpp, std_hash, unordered_set_order
+from pybackward.base.errors import ExecutionError, ProgramFileError, PyBackwardError
+from pybackward.interpreter.gradcheck import to_float64
+from pybackward.interpreter.executor import Executor, Scope
+from pybackward.ops.control_flow.cond_while import find_var_cpp, std_hash, unordered_set_order
 
 #: Golden cases whose gradients Paddle 3.3.1 itself gets wrong (finite
 #: differences disagree with Paddle's Executor, and with pybackward's
@@ -217,7 +217,7 @@ def test_tensor_array_kernels():
     prog = pybackward.Program()
     b = prog.global_block()
     b.create_var("x", [2, 3])
-    b.create_var("arr", [2, 3], type=pybackward.dtypes.VarType.DENSE_TENSOR_ARRAY)
+    b.create_var("arr", [2, 3], type=pybackward.base.dtypes.VarType.DENSE_TENSOR_ARRAY)
     for n, v in (("i0", 0), ("i2", 2)):
         b.create_var(n, [1], dtype="int64")
         b.append_op("fill_constant", {}, {"Out": [n]}, {"shape": [1], "value": float(v), "dtype": 3})
@@ -382,7 +382,7 @@ def test_stale_loop_var_is_right_by_default_and_paddles_with_paddle_exact():
     across steps (Paddle's own Executor gives the finite-difference values on
     it too, to 3e-8); paddle_exact=True writes Paddle's program byte for byte."""
     import warnings
-    from pybackward.errors import PaddleDeviationWarning
+    from pybackward.base.errors import PaddleDeviationWarning
     case, loss = "while_stale_read", "mean_0.tmp_0"
     params, feed = (_as64(d) for d in _inputs(case))
     fwd64 = to_float64(pybackward.load(PROGRAMS / case / "forward.pb"))
@@ -430,7 +430,7 @@ def test_array_slot_read_in_and_after_a_loop_is_right_by_default():
     (Paddle's own Executor agrees with finite differences on that program, to
     1e-8); paddle_exact=True writes Paddle's program byte for byte."""
     import warnings
-    from pybackward.errors import PaddleDeviationWarning
+    from pybackward.base.errors import PaddleDeviationWarning
     case = "while_array_reread"
     loss = case_json(case)["loss"]
     params, feed = (_as64(d) for d in _inputs(case))
@@ -458,7 +458,7 @@ def test_array_reads_that_cannot_meet_stay_paddles():
     """while_array reads arr[i] while i < n and arr[n] after the loop: the
     slots never meet, Paddle is right, and the program is Paddle's as is."""
     import warnings
-    from pybackward.errors import PaddleDeviationWarning
+    from pybackward.base.errors import PaddleDeviationWarning
     prog = pybackward.load(PROGRAMS / "while_array" / "forward.pb")
     with warnings.catch_warnings():
         warnings.simplefilter("error", PaddleDeviationWarning)

@@ -9,9 +9,9 @@ import pytest
 
 import pybackward
 from pybackward import static
-from pybackward.errors import PaddleDeviationWarning
-from pybackward.gradcheck import to_float64
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.errors import PaddleDeviationWarning
+from pybackward.interpreter.gradcheck import to_float64
+from pybackward.interpreter.executor import Executor, Scope
 
 
 def _nested_targets_program():

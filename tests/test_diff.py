@@ -1,4 +1,4 @@
-"""`pybackward diff` and pybackward.diff: alignment, attrs ignored, output, exit codes."""
+"""`pybackward diff` and pybackward.views.diff: alignment, attrs ignored, output, exit codes."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import pybackward
 from conftest import PROGRAMS
-from pybackward.diff import DEFAULT_IGNORED_ATTRS, align_ops, diff_programs, op_signature
+from pybackward.views.diff import DEFAULT_IGNORED_ATTRS, align_ops, diff_programs, op_signature
 from pybackward_cli.main import cli
 
 FIT_BWD = PROGRAMS / "fit_a_line" / "backward.pb"
@@ -145,7 +145,7 @@ def test_changes_to_slots_vars_and_blocks():
     c = b.clone()
     v = c.global_block().vars["w"]
     v.desc.type.dense_tensor.tensor.dims[0] = 9
-    v.desc.type.dense_tensor.tensor.data_type = pybackward.program.VarType.FP64
+    v.desc.type.dense_tensor.tensor.data_type = pybackward.legacy.program.VarType.FP64
     c.desc.blocks[2].parent_idx = 1
     c.global_block().ops[9].set_input("X", ["w"])
     c.sync()
@@ -157,7 +157,7 @@ def test_changes_to_slots_vars_and_blocks():
 
 
 def test_attr_type_change_is_reported():
-    from pybackward import attrs
+    from pybackward.base import attrs
     a = pybackward.load(FIT_BWD)
     b = a.clone()
     b.global_block().ops[1].set_attr("axis", 1, attr_type=attrs.LONG)

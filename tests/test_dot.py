@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import pybackward
 from conftest import PROGRAMS, ROOT
-from pybackward import dot as _dot
+from pybackward.views import dot as _dot
 from pybackward_cli.main import cli
 
 DOC = PROGRAMS / "doc_append_backward" / "backward.pb"

@@ -1,4 +1,4 @@
-"""save / save_combine / load / load_combine (ops/file_io.py) against the files Paddle 3.3.1 wrote and read
+"""save / save_combine / load / load_combine (ops/io/file_io.py) against the files Paddle 3.3.1 wrote and read
 (testdata/file_ops/gen_file_ops.py), and the rule that a program touches files only where allowed."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 import pybackward
-from pybackward.errors import ExecutionError
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.errors import ExecutionError
+from pybackward.interpreter.executor import Executor, Scope
 from pybackward_cli.main import cli
 from conftest import TESTDATA
 

@@ -20,7 +20,7 @@ import pytest
 
 import pybackward
 from conftest import TESTDATA
-from pybackward.interpreter import Executor, Scope
+from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck
 
 CASE = TESTDATA / "numerics" / "deep_cnn"

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 import pybackward
 from conftest import PROGRAMS
-from pybackward import graph_view, html_view
-from pybackward.dot import program_to_dot
+from pybackward.views import graph as graph_view, html as html_view
+from pybackward.views.dot import program_to_dot
 from pybackward_cli.main import cli
 from test_memory import mlp
 

@@ -209,7 +209,7 @@ def test_max_steps_stops_a_runaway_while():
 
 
 def test_the_default_step_limit_is_finite_and_small():
-    from pybackward.ops.control_flow import MAX_WHILE_STEPS
+    from pybackward.ops.control_flow.cond_while import MAX_WHILE_STEPS
     assert MAX_WHILE_STEPS <= 10_000
     params, feeds = _while_arrays()
     scope = pybackward.Scope()
@@ -251,7 +251,7 @@ def test_timeout_names_the_op_and_the_step():
 
 def test_timeout_from_python_between_ops(monkeypatch):
     """Without loops the limit is checked between the ops of block 0."""
-    import pybackward.interpreter as interp
+    import pybackward.interpreter.executor as interp
     clock = iter(range(0, 10**6, 5))          # every reading of the clock is 5 s later
     monkeypatch.setattr(interp.time, "monotonic", lambda: next(clock))
     prog = pybackward.load(FIT)
@@ -467,7 +467,7 @@ def _calls():
         ("memory(None)", lambda: pybackward.memory(None)),
         ("memory(batch_size=0)", lambda: pybackward.memory(prog, batch_size=0)),
         ("memory(batch_size='2')", lambda: pybackward.memory(prog, batch_size="2")),
-        ("text.program_to_text(None)", lambda: pybackward.text.program_to_text(None)),
+        ("text.program_to_text(None)", lambda: pybackward.legacy.text.program_to_text(None)),
         ("grad_op_descs('mul')", lambda: pybackward.grad_op_descs("mul")),
         ("grad_op_descs(no_grad_set=[1])", lambda: pybackward.grad_op_descs(prog.global_block().ops[0], [1])),
         ("register_ops(None)", lambda: pybackward.register_ops(None)),
@@ -570,15 +570,15 @@ def test_a_symlinked_output_keeps_its_link(tmp_path):
 
 
 def test_the_temp_file_name_is_short(tmp_path, monkeypatch):
-    import pybackward.io as pio
+    import pybackward.base.files as pfiles
     seen = []
-    real = pio.tempfile.mkstemp
+    real = pfiles.tempfile.mkstemp
 
     def spy(*a, **k):
         fd, name = real(*a, **k)
         seen.append(os.path.basename(name))
         return fd, name
-    monkeypatch.setattr(pio.tempfile, "mkstemp", spy)
+    monkeypatch.setattr(pfiles.tempfile, "mkstemp", spy)
     pybackward.save(pybackward.load(FIT), tmp_path / ("x" * 250 + ".pb"))
     assert seen and all(len(n) <= 32 for n in seen), seen
 

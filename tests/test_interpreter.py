@@ -7,8 +7,8 @@ import pytest
 import pybackward
 from conftest import PROGRAMS
 from pybackward._proto import framework_pb2 as pb
-from pybackward.errors import ExecutionError, ProgramFileError
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.errors import ExecutionError, ProgramFileError
+from pybackward.interpreter.executor import Executor, Scope
 
 FIT = PROGRAMS / "fit_a_line"
 

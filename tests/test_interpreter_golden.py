@@ -13,7 +13,7 @@ import pytest
 import pybackward
 from conftest import PROGRAMS, case_json
 from golden import replay, variants
-from pybackward.interpreter import Executor, Scope
+from pybackward.interpreter.executor import Executor, Scope
 
 #: Variants whose programs the interpreter cannot run yet, with the reason.
 NOT_YET = {

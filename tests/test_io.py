@@ -8,9 +8,9 @@ import pytest
 
 import pybackward
 from conftest import PROGRAMS, all_golden_files
-from pybackward import io
+from pybackward.legacy import io
 from pybackward._proto import framework_pb2 as pb
-from pybackward.errors import ProgramFileError
+from pybackward.base.errors import ProgramFileError
 
 GOLDEN = all_golden_files()
 
@@ -236,8 +236,9 @@ def test_piecewise_save_is_used_for_large_programs_and_checks_like_dumps(tmp_pat
     prog = pybackward.load(PROGRAMS / "cond_in_while" / "forward.pb")
     monkeypatch.setattr(io, "PIECEWISE_MIN_ITEMS", 1)
     writes = []
-    real = io._write
-    monkeypatch.setattr(io, "_write", lambda f, data: (writes.append(data), real(f, data)))
+    from pybackward.base import files
+    real = files._write
+    monkeypatch.setattr(files, "_write", lambda f, data: (writes.append(data), real(f, data)))
     pybackward.save(prog, tmp_path / "out.pb")
     assert isinstance(writes[0], list) and (tmp_path / "out.pb").read_bytes() == pybackward.dumps(prog)
     # unknown fields on a block: not split (the plain path keeps them)

@@ -55,14 +55,14 @@ PADDLE_REFUSES = {
     "slogdeterminant-0": "legacy shape inference declares Out like Input, so the one-op program's "
                          "backward fails to broadcast; dygraph Paddle gives pybackward's values",
     "slogdeterminant-1": "legacy shape inference declares Out like Input (as slogdeterminant-0)",
-    # collective (ops/collective.py): Paddle's CPU kernels of the communication ops need a communicator
+    # collective (ops/dist/collective.py): Paddle's CPU kernels of the communication ops need a communicator
     # or refuse outright; pybackward runs them as the one rank of a world of one process
     **{f"c_identity-{i}": "Paddle 3.3.1's CPU c_identity raises 'Do not support c_identity for cpu kernel now'"
        for i in (0, 1)},
     "c_concat-0": "Paddle 3.3.1's c_concat requires nranks >= 2 (a world of one process is refused)",
     **{f"mp_allreduce_sum-{i}": "Paddle 3.3.1's mp_allreduce_sum needs an NCCL communicator, even on CPU"
        for i in (0, 1)},
-    # plumbing (ops/plumbing.py): ops a one-op legacy program cannot hold
+    # plumbing (ops/control_flow/plumbing.py): ops a one-op legacy program cannot hold
     **{f"fetch_v2-{i}": "fetch_v2 writes the executor's fetch list: the harness's fetch of its Out fails "
                         "(a copy of X; checked by tests/test_ops_plumbing.py)" for i in (0, 1)},
     **{f"shadow_output-{i}": "the legacy executor has no shadow_output kernel (a PIR op)" for i in (0, 1)},
@@ -73,7 +73,7 @@ PADDLE_REFUSES = {
              "them only as float32 (the float32 run equals pybackward's: Paddle's alias draws reproduced)",
     "solve-3": "Y a batch of vectors: legacy shape inference declares Out like X, so the one-op "
                "program's backward fails to broadcast; dygraph Paddle gives pybackward's values",
-    # sequence families (ops/sequence.py, seq_conv.py, rnn_legacy.py): float32-only Paddle kernels,
+    # sequence families (ops/sequence/sequence_ops.py, seq_conv.py, rnn_legacy.py): float32-only Paddle kernels,
     # their float32 values are checked by tests/test_ops_sequence.py
     **{f"sequence_conv-{i}": "Paddle 3.3.1's sequence_conv registers float64 but its context projection "
                              "reads the data as float32 and fails" for i in range(6)},
@@ -105,7 +105,7 @@ PADDLE_REFUSES = {
     # complex grads (k-conj): Paddle's legacy reduce_prod op has a complex kernel for reduce_all only
     "reduce_prod-6": "complex input reduced over dim=[1]: Paddle 3.3.1's legacy reduce_prod op finds no "
                      "complex kernel ('no kernels registered'); reduce_all (reduce_prod-7) runs",
-    # --- vision / detection / quant families (ops/quant.py, vision_more.py, detection.py) ---
+    # --- vision / detection / quant families (ops/quant/fake_quant.py, vision_more.py, detection.py) ---
     # graph_sample / tdm / sparse_misc (k4-graph): their float32 runs are compared by
     # tests/test_ops_graph_sample.py and tests/test_ops_sparse_misc.py
     "graph_sample_neighbors-3": "sample_size -1: Paddle 3.3.1's CPU kernel resizes a vector to -1 and fails "
@@ -138,19 +138,19 @@ PADDLE_REFUSES = {
     **{f"correlation-{i}": "Paddle 3.3.1's CPU correlation kernel only raises (GPU only, no CPU grad); "
                            "pybackward follows the GPU kernel, its grad checked by finite differences"
        for i in range(3)},
-    # --- last differentiable ops (ops/last_diff.py) ---
+    # --- last differentiable ops (ops/index/index_elementwise.py) ---
     "index_elementwise_get-4": "two index tensors: Paddle's legacy executor refuses index_elementwise_get_grad "
                                "('DataType of ... slot Variable index must be consistent'); the forward equals "
                                "Paddle's (tests/test_ops_last_diff.py)",
     **{f"pyramid_hash-{i}": "Paddle 3.3.1 registers pyramid_hash for float32 / int8 W only (float32 is checked by "
                             "tests/test_ops_last_diff.py: DropPos rows past the ones it writes are unset memory)"
        for i in range(3)},
-    # --- beam search (ops/decode_beam.py, branch k4-fused) ---
+    # --- beam search (ops/sequence/beam_search.py, branch k4-fused) ---
     **{f"beam_search-{i}": "Paddle's CPU beam_search reads scores as float32 whatever the dtype: float64 fails "
                            "its data<float>() check (float32 runs compared by tests/test_ops_decode_beam.py)"
        for i in (0, 1, 3, 4)},
     "beam_search-2": "without ids Paddle's beam_search fails (float32 read as int64); see tests/test_ops_decode_beam.py",
-    # --- inference-only ops (ops/fused_infer.py, branch k4-fused) ---
+    # --- inference-only ops (ops/fusion/inference.py, branch k4-fused) ---
     **{f"coalesce_tensor-{i}": "the samples' dtype attr is FP32, so Paddle refuses the float64 inputs (as "
                                "pybackward does); float32 compared by tests/test_ops_fused_infer.py, which also "
                                "skips the alignment padding Paddle leaves unset" for i in range(4)},
@@ -209,7 +209,7 @@ PADDLE_WRONG = {
     "acosh-5": "complex acosh_grad where Re(X) < 0: Paddle's dOut * conj(1 / sqrt(X^2 - 1)) has the wrong "
                "sign there; pybackward's dOut * conj(1 / (sqrt(X - 1) sqrt(X + 1))) agrees with finite "
                "differences (and with Paddle where Re(X) > 0, acosh-3 and acosh-4)",
-    # --- vision / detection / quant families (ops/vision_more.py) ---
+    # --- vision / detection / quant families (ops/nn/deformable_conv.py) ---
     **{f"{op}-{i}": f"{op}_grad with im2col_step {step}: Paddle's grad kernel does not clamp the step to the "
                     f"batch as its forward does ({why}); with step 1 (the Python API's) it equals pybackward's"
        for op in ("deformable_conv", "deformable_conv_v1")
@@ -218,7 +218,7 @@ PADDLE_WRONG = {
     "yolov3_loss-3": "two GT boxes in one cell and anchor: Paddle's loss adds both boxes' location and class "
                      "terms, its yolov3_loss_grad assigns (not adds) them, so X@GRAD keeps only the last box's "
                      "(off finite differences by up to 2); the Loss equals Paddle's",
-    # --- last differentiable ops (ops/last_diff.py) ---
+    # --- last differentiable ops (ops/index/index_elementwise.py) ---
     "index_elementwise_get-6": "a view Paddle walks out of order (input_strides [1, 3]): its forward writes Out "
                                "in walk order, its grad reads Out@GRAD in the view's logical order, so x@GRAD is "
                                "off finite differences; forwards equal (tests/test_ops_last_diff.py)",

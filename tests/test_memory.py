@@ -11,9 +11,9 @@ from click.testing import CliRunner
 import pybackward
 import pybackward.memory as pm
 from conftest import PROGRAMS, case_json
-from pybackward.gradcheck import to_float64
-from pybackward.interpreter import Executor, Scope
-from pybackward.program import Program
+from pybackward.interpreter.gradcheck import to_float64
+from pybackward.interpreter.executor import Executor, Scope
+from pybackward.legacy.program import Program
 
 
 def mlp(layers: int, width: int) -> Program:
@@ -281,7 +281,7 @@ def test_saved_residuals_are_the_forward_values_the_backward_reads():
     import json
     import subprocess
     import sys
-    from pybackward.residuals import saved_residuals
+    from pybackward.analysis.residuals import saved_residuals
     prog = pybackward.load(PROGRAMS / "fit_a_line" / "backward.pb")
     rows = {r.name: r for r in saved_residuals(prog, batch_size=4)}
     # mul_grad reads x, elementwise_add_grad fc_0.tmp_0, sub_grad fc_0.tmp_1 and y, square_grad ..tmp_0,

@@ -39,9 +39,9 @@ import pybackward
 import pybackward.memory as pm
 from conftest import TESTDATA, paddle_execute_many, require_paddle
 from golden import diff_programs
-from pybackward.errors import PaddleDeviationWarning
-from pybackward.gradcheck import to_float64
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.errors import PaddleDeviationWarning
+from pybackward.interpreter.gradcheck import to_float64
+from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import registry
 
 MODELS = TESTDATA / "models"

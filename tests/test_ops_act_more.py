@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 
 INF, NAN = np.inf, np.nan

@@ -1,4 +1,4 @@
-"""Kernels of pybackward/ops/activation.py against Paddle 3.3.1.
+"""Kernels of pybackward/ops/math/activation.py against Paddle 3.3.1.
 
 * values: forward outputs and (through each op's grad maker and grad kernel)
   input grads, against what a live Paddle computed for the same inputs and
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import EMPTY_VAR_NAME, FwdOp
 

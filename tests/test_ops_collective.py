@@ -1,10 +1,10 @@
-"""Collective ops run as the one rank of a world of size one (ops/collective.py)."""
+"""Collective ops run as the one rank of a world of size one (ops/dist/collective.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck
 
 

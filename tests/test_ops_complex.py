@@ -1,4 +1,4 @@
-"""Complex and spectral ops (ops/complex.py, ops/fft.py): the complex mode of
+"""Complex and spectral ops (ops/math/complex.py, ops/math/fft.py): the complex mode of
 the finite-difference check, a whole program with complex vars, and the
 kernels' edges and errors. Values against Paddle 3.3.1 are in
 tests/test_kernels_vs_paddle.py (families `complex` and `fft`)."""
@@ -9,8 +9,8 @@ import pytest
 
 import pybackward
 from pybackward._proto import framework_pb2 as pb
-from pybackward.errors import ExecutionError
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.errors import ExecutionError
+from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import Sample
 

@@ -1,4 +1,4 @@
-"""beam_search (ops/decode_beam.py) against Paddle 3.3.1's CPU values.
+"""beam_search (ops/sequence/beam_search.py) against Paddle 3.3.1's CPU values.
 
 Paddle's CPU beam_search reads scores as float32 whatever the kernel's dtype,
 so its float64 runs fail and tests/test_kernels_vs_paddle.py skips these
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.errors import ExecutionError
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.errors import ExecutionError
+from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck, registry
 
 KDIR = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "kernels"
@@ -139,7 +139,7 @@ def test_beam_search_decode_refuses_array_steps_without_their_lods():
 def _decode_program(steps: int, dtype: str):
     """Each step's ids and scores (fed with their LoDs) written into two tensor
     arrays with write_to_array, then beam_search_decode over the arrays."""
-    from pybackward.dtypes import VarType
+    from pybackward.base.dtypes import VarType
     prog = pybackward.Program()
     b = prog.global_block()
     for name in ("ids_arr", "scores_arr"):

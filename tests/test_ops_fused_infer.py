@@ -1,4 +1,4 @@
-"""Inference-only ops of ops/fused_infer.py against Paddle 3.3.1's CPU values
+"""Inference-only ops of ops/fusion/inference.py against Paddle 3.3.1's CPU values
 (testdata/kernels/fused_infer.paddle.*), every run Paddle made, and their
 edge cases (XXH64 test vectors, Paddle's no-op identity, coalesce padding)."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck
-from pybackward.ops.fused_infer import xxh64
+from pybackward.ops.fusion.inference import xxh64
 from test_ops_decode_beam import compare_with_paddle, paddle_runs
 
 KDIR = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "kernels"

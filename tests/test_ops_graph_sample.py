@@ -1,4 +1,4 @@
-"""Graph sampling and TDM kernels (ops/graph_sample.py, ops/tdm.py) beyond the
+"""Graph sampling and TDM kernels (ops/graph/sampling.py, ops/recsys/tdm.py) beyond the
 samples compared with Paddle (tests/test_kernels_vs_paddle.py): the random
 draws Paddle seeds from std::random_device, checked by invariants and
 statistics; float32 runs of samples Paddle refuses in float64; errors."""
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from conftest import TESTDATA
 

@@ -1,4 +1,4 @@
-"""read_file and faster_tokenizer (ops/io_ops.py) against the values Paddle 3.3.1's CPU kernels gave
+"""read_file and faster_tokenizer (ops/io/read_file_and_tokenizer.py) against the values Paddle 3.3.1's CPU kernels gave
 (testdata/kernels/io_ops.ref.json, written by testdata/kernels/probe_k4-io.py)."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.dtypes import VarType
-from pybackward.errors import ExecutionError
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.dtypes import VarType
+from pybackward.base.errors import ExecutionError
+from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck
 from conftest import TESTDATA
 

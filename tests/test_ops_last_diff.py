@@ -1,4 +1,4 @@
-"""Kernels of ops/last_diff.py beyond the registry-wide checks.
+"""Kernels of ops/index/index_elementwise.py beyond the registry-wide checks.
 
 eig on a REAL X: Paddle's eig_grad kernel makes a complex X@GRAD, which Paddle's executor (as
 pybackward's interpreter, which casts every output to its declared dtype) hands on as its real
@@ -166,7 +166,7 @@ def test_index_elementwise_put_with_tensor_matches_paddle_but_float64_value_grad
 # pyramid_hash
 # --------------------------------------------------------------------------
 def test_xxh32_known_values():
-    from pybackward.ops.last_diff import xxh32
+    from pybackward.ops.nn.pyramid_hash import xxh32
     for data, seed, want in ((b"", 0, 0x02CC5D05), (b"a", 0, 0x550D7456), (b"abc", 0, 0x32D153FF)):
         arr = np.frombuffer(data, np.uint8).reshape(1, -1) if data else np.zeros((1, 0), np.uint8)
         assert int(xxh32(arr, seed)[0]) == want
@@ -205,7 +205,7 @@ def test_pyramid_hash_matches_paddle_float32(index):
 
 
 def test_pyramid_hash_grad_refuses_a_learning_rate():
-    from pybackward.errors import ExecutionError
+    from pybackward.base.errors import ExecutionError
     with pytest.raises(ExecutionError, match="lr"):
         opcheck.run_kernel("pyramid_hash_grad", {}, {"lr": 0.1}, {"X@GRAD": ["g"]})
     assert opcheck.run_kernel("pyramid_hash_grad", {}, {"lr": 0.0}, {"X@GRAD": ["g"]}) == {}

@@ -1,5 +1,5 @@
-"""Decompositions and the rest of linear algebra (ops/linalg_decomp.py, ops/einsum.py,
-ops/linalg_more.py): what the registry-wide tests cannot see - the
+"""Decompositions and the rest of linear algebra (ops/linalg/decompositions.py, ops/linalg/einsum.py,
+ops/linalg/lu.py): what the registry-wide tests cannot see - the
 symmetric finite-difference mode itself, one-triangle reads, refused
 inputs, forms Paddle's one-op programs cannot run, and a whole program
 through the gradient pass and the interpreter."""
@@ -13,8 +13,8 @@ import pytest
 import pybackward
 from conftest import TESTDATA
 from pybackward.backward.api import gradients
-from pybackward.errors import ExecutionError
-from pybackward.interpreter import Executor
+from pybackward.base.errors import ExecutionError
+from pybackward.interpreter.executor import Executor
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import Call, GradSpec, OpDef, Sample
 

@@ -1,4 +1,4 @@
-"""Loss ops (ops/loss.py): against live Paddle 3.3.1 values (see
+"""Loss ops (ops/loss/cross_entropy.py): against live Paddle 3.3.1 values (see
 test_ops_tensor.PaddleCase), against float64 formulas written here, and the
 grad-op conventions of the golden programs."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import FwdOp
 

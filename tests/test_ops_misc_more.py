@@ -1,4 +1,4 @@
-"""Ops of pybackward/ops/misc_more.py the Paddle comparison cannot cover.
+"""Ops of pybackward/ops/optim/loss_scaling.py the Paddle comparison cannot cover.
 
 (Values here were read from Paddle 3.3.1 where noted; the other samples of
 the family are compared with Paddle by tests/test_kernels_vs_paddle.py.)
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pybackward import dtypes
+from pybackward.base import dtypes
 from pybackward.ops import opcheck
 
 
@@ -75,7 +75,7 @@ def test_edit_distance_equals_the_textbook_table():
 
 def test_check_numerics_with_nan_and_inf():
     """Values read from Paddle 3.3.1: levels >= 1 report, level 0 raises."""
-    from pybackward.errors import ExecutionError
+    from pybackward.base.errors import ExecutionError
     x = np.array([1.0, np.nan, 0.0, np.inf, -2.0, 0.0], np.float32)
     attrs = {"op_type": "x", "var_name": "v", "stack_height_limit": -1, "output_dir": ""}
     out = _run("check_numerics", {"tensor": [x]}, dict(attrs, check_nan_inf_level=1), {"stats": 1, "values": 1})
@@ -92,10 +92,10 @@ def test_check_numerics_with_nan_and_inf():
 
 def test_data_op_passes_the_fed_value_through():
     import pybackward
-    from pybackward import attrs as pattrs
+    from pybackward.base import attrs as pattrs
     from pybackward._proto import framework_pb2 as pb
-    from pybackward.errors import ExecutionError
-    from pybackward.interpreter import Executor
+    from pybackward.base.errors import ExecutionError
+    from pybackward.interpreter.executor import Executor
     prog = pb.ProgramDesc()
     block = prog.blocks.add(idx=0, parent_idx=-1)
     for name in ("x", "y"):

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import GRAD_SUFFIX, FwdOp
 
@@ -190,8 +190,8 @@ def test_grad_makers_match_golden_programs(case, file):
 def test_golden_program_runs_to_paddle_grads(case):
     """The whole golden backward program through the interpreter (needs the
     other op families; skipped while one of their ops is missing)."""
-    from pybackward.errors import UnknownOpError
-    from pybackward.interpreter import Executor, Scope, load_params
+    from pybackward.base.errors import UnknownOpError
+    from pybackward.interpreter.executor import Executor, Scope, load_params
 
     prog = pybackward.load(PROGRAMS / case / "backward.pb")
     for op in prog.block(0).ops:
@@ -590,7 +590,7 @@ def test_pool2d_tiling_fast_path_equals_the_general_one(cfg, dtype, monkeypatch)
     an average sums each window in Paddle's order (row-major, one element
     after another), which the general path's NumPy sum may not: it equals a
     loop in that order bit for bit, and the general path to 2 ulp."""
-    from pybackward.ops import pool
+    from pybackward.ops.nn import pool
     attrs, shape = TILING_POOLS[cfg]
     rng = np.random.default_rng(cfg)
     x = (rng.integers(0, 4, shape) * 0.25 + (0 if cfg % 2 else rng.random(shape))).astype(dtype)   # ties
@@ -648,7 +648,7 @@ def test_col2im_by_output_position_adds_in_kernel_tap_order(kh, kw, s, d):
     than kernel taps (a text CNN's full-width filters), backwards, so each
     pixel's contributions are added in the tap order of the other loop: the
     sums are equal bit for bit, overlapping windows and dilation included."""
-    from pybackward.ops import conv
+    from pybackward.ops.nn import conv
     rng = np.random.default_rng(kh * 100 + kw)
     n, ch, groups = 2, 4, 2
     # (the last two: up to 4 windows over a pixel with fewer outputs than

@@ -34,7 +34,7 @@ def test_test_mode_dropout_is_differentiable(mode, scale):
 
 
 def test_train_mode_dropout_grad_still_needs_its_mask():
-    from pybackward.errors import ExecutionError
+    from pybackward.base.errors import ExecutionError
     from pybackward.ops import opcheck
     g = np.ones((2, 2), np.float32)
     with pytest.raises(ExecutionError, match="Mask"):
@@ -82,7 +82,7 @@ def test_interp_scale_tensor_means_the_scale_attr():
 
 
 def test_interp_rejects_a_method_its_op_does_not_compute():
-    from pybackward.errors import ExecutionError
+    from pybackward.base.errors import ExecutionError
     with pytest.raises(ExecutionError, match="interp_method"):
         _run("nearest_interp_v2", {"X": [np.zeros((1, 1, 2, 2))]}, {"interp_method": "bilinear", "out_h": 3,
                                                                      "out_w": 3})

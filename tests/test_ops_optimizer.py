@@ -1,4 +1,4 @@
-"""Optimizer ops (pybackward/ops/optimizer.py) beyond the registry-wide checks.
+"""Optimizer ops (pybackward/ops/optim/optimizers.py) beyond the registry-wide checks.
 
 * Whole training programs: Paddle 3.3.1 built and ran them
   (testdata/training/gen_training.py: an MLP, `paddle.optimizer.X.minimize`);
@@ -20,7 +20,7 @@ import pytest
 
 import pybackward
 from conftest import TESTDATA
-from pybackward.interpreter import Executor, Scope, load_params
+from pybackward.interpreter.executor import Executor, Scope, load_params
 from pybackward.ops import opcheck, registry
 
 TRAINING = TESTDATA / "training"

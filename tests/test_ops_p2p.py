@@ -1,5 +1,5 @@
 """Point-to-point ops are refused in a world of one process; partial_allgather over one rank is the
-identity; fetch_barrier does nothing (ops/p2p.py). Paddle's own behaviour on CPU is recorded in
+identity; fetch_barrier does nothing (ops/dist/p2p.py). Paddle's own behaviour on CPU is recorded in
 testdata/kernels/probe_k4-io.txt / io_ops.ref.json (testdata/kernels/probe_k4-io.py)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.errors import ExecutionError
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.errors import ExecutionError
+from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck
 from conftest import TESTDATA
 

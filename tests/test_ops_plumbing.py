@@ -1,10 +1,10 @@
-"""ops/plumbing.py: the value-moving ops and the checks (assert, accuracy_check)."""
+"""ops/control_flow/plumbing.py: the value-moving ops and the checks (assert, accuracy_check)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck
 
 

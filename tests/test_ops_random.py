@@ -1,4 +1,4 @@
-"""Random ops (ops/random.py): Paddle's exact streams for fixed seeds (live
+"""Random ops (ops/random/engine.py): Paddle's exact streams for fixed seeds (live
 Paddle values and every golden startup program), reproducibility, moments,
 dropout masks that a recomputation reproduces, and dropout's grad."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.errors import ExecutionError
-from pybackward.ops.random import MT19937_64
+from pybackward.base.errors import ExecutionError
+from pybackward.ops.random.engine import MT19937_64
 
 from test_ops_tensor import PROGRAMS, PaddleCase, paddle_case_names, run
 

@@ -1,4 +1,4 @@
-"""Random ops of pybackward/ops/random_dist.py that no program can make
+"""Random ops of pybackward/ops/random/distributions.py that no program can make
 reproduce Paddle's values (they draw from Paddle's global generator): their
 distributions. (uniform_random_batch_size_like and randint are compared with
 Paddle's exact values by tests/test_kernels_vs_paddle.py.)"""
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pybackward import dtypes
-from pybackward.errors import ExecutionError
+from pybackward.base import dtypes
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck
-from pybackward.ops.random import MT19937_64
-from pybackward.ops.random_dist import uniform_ints
+from pybackward.ops.random.engine import MT19937_64
+from pybackward.ops.random.distributions import uniform_ints
 
 
 def _run(op, ins, attrs, outs, seed=0):

@@ -1,4 +1,4 @@
-"""Edge cases of the reductions and scans (ops/reduce_more.py, ops/scan.py,
+"""Edge cases of the reductions and scans (ops/math/reductions_and_norms.py, ops/math/scan.py,
 arg_max / arg_min) that the registry-wide finite-difference samples cannot
 hold: ties, NaN, integer inputs, exclusive log-space scans and float32-only
 kernels. Expected values were read from Paddle 3.3.1's CPU kernels."""

@@ -24,7 +24,7 @@ NO_FD = {
     **{t: "straight-through estimator: X@GRAD = Out@GRAD by design (Paddle's grad kernel)"
        for t in ("fake_quantize_dequantize_abs_max", "fake_channel_wise_quantize_dequantize_abs_max",
                  "fake_quantize_dequantize_moving_average_abs_max", "moving_average_abs_max_scale")},
-    # --- last differentiable ops (ops/last_diff.py) ---
+    # --- last differentiable ops (ops/index/index_elementwise.py) ---
     "pyramid_hash": "Paddle's pyramid_hash_grad computes no gradient (X is int32 ids; it takes an in-place SGD "
                     "step on W instead); tests/test_ops_last_diff.py checks the op against Paddle",
 }

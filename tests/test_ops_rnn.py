@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.errors import ExecutionError
-from pybackward.gradcheck import check_gradients
-from pybackward.interpreter import Executor, Scope
+from pybackward.base.errors import ExecutionError
+from pybackward.interpreter.gradcheck import check_gradients
+from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck
 
 RNN = Path(__file__).resolve().parent.parent / "testdata" / "rnn"

@@ -1,4 +1,4 @@
-"""The sequence (LoD) families (ops/sequence.py, seq_conv.py, rnn_legacy.py):
+"""The sequence (LoD) families (ops/sequence/sequence_ops.py, seq_conv.py, rnn_legacy.py):
 float32-only Paddle kernels against Paddle's values, output LoDs, and LoD
 through the interpreter (feeds, sharing, fetch) and the CLI."""
 from __future__ import annotations
@@ -93,7 +93,7 @@ import json  # noqa: E402
 
 import pybackward  # noqa: E402
 from conftest import TESTDATA  # noqa: E402
-from pybackward.interpreter import Executor, Scope  # noqa: E402
+from pybackward.interpreter.executor import Executor, Scope  # noqa: E402
 
 SEQ = TESTDATA / "sequence"
 

@@ -1,5 +1,5 @@
 """class_center_sample, dgc_clip_by_norm, dgc_momentum, set, sparse_momentum and
-the SelectedRows ops (ops/sparse_misc.py) beyond tests/test_kernels_vs_paddle.py:
+the SelectedRows ops (ops/dist/class_center_sample.py) beyond tests/test_kernels_vs_paddle.py:
 float32 runs of samples Paddle registers for float32 only, unseeded draws by
 invariants, Paddle's values for SelectedRows inputs (from
 testdata/kernels/probe_k4-graph.py) on their dense equivalents, errors."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import registry
 from pybackward.ops.registry import Call
 from test_ops_graph_sample import float32_runs, run

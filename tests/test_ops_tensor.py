@@ -1,4 +1,4 @@
-"""Tensor, shape and indexing ops (ops/tensor.py, shape.py, indexing.py).
+"""Tensor, shape and indexing ops (ops/tensor/creation.py, shape.py, indexing.py).
 
 Two kinds of checks:
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import EMPTY_VAR_NAME, GRAD_SUFFIX, FwdOp
 
@@ -323,7 +323,7 @@ def test_assign_value_legacy_lists():
 
 
 def test_reshape_rules():
-    from pybackward.ops.shape import reshape_target, unsqueeze_shape
+    from pybackward.ops.shape.core import reshape_target, unsqueeze_shape
     assert reshape_target((3, 4), [0, -1]) == (3, 4)
     assert reshape_target((2, 3, 4), [-1, 0]) == (8, 3)
     assert unsqueeze_shape((3, 4), [-1, 0, -2]) == (1, 3, 4, 1, 1)

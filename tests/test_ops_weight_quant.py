@@ -1,4 +1,4 @@
-"""weight_quantize (ops/weight_quant.py) against Paddle 3.3.1's CPU kernel on
+"""weight_quantize (ops/quant/weight_quant.py) against Paddle 3.3.1's CPU kernel on
 float16 weights (testdata/kernels/weight_quant_refs.py -> weight_quant.refs.*):
 every algo, arch 70 and the mixed-GEMM layout (80), per-column and 64-row
 groups, three shapes (one with an all-zero column)."""
@@ -10,7 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from pybackward.errors import ExecutionError
+from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck
 
 KDIR = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "kernels"

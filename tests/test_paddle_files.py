@@ -1,4 +1,4 @@
-"""Paddle's saved files (`pybackward.paddle_files`): what Paddle 3.3.1 wrote
+"""Paddle's saved files (`pybackward.tensors.paddle_files`): what Paddle 3.3.1 wrote
 (testdata/paddle_files, by gen_paddle_files.py) reads bit-exact, what we
 write is byte-identical to it, and a hostile pickle runs nothing."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pybackward
-from pybackward import paddle_files as pf
+from pybackward.tensors import paddle_files as pf
 
 from conftest import TESTDATA
 

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 
 import pybackward
-from pybackward import paddle_files as pf
+from pybackward.tensors import paddle_files as pf
 
 from conftest import TESTDATA, run_paddle
 

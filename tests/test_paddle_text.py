@@ -1,4 +1,4 @@
-"""`show --format paddle` / pybackward.paddle_text: the text Paddle's print(program) gives.
+"""`show --format paddle` / pybackward.views.paddle_text: the text Paddle's print(program) gives.
 
 The recorded texts (`testdata/paddle_text/`, by `testdata/gen_paddle_text.py`
 with Paddle 3.3.1) are compared exactly, without Paddle; the live test has
@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import pybackward
-from pybackward.paddle_text import extra_attrs, program_to_paddle_text
+from pybackward.views.paddle_text import extra_attrs, program_to_paddle_text
 from pybackward_cli.main import cli
 
 from conftest import PROGRAMS, TESTDATA, run_paddle
@@ -66,13 +66,13 @@ def _odd_program(path: Path) -> None:
     pybackward.append_backward("mean_0.tmp_0", program=prog)
     b = prog.block(0).desc
     feed = b.vars.add(name="feed")
-    feed.type.type = pybackward.dtypes.VarType.FEED_MINIBATCH
+    feed.type.type = pybackward.base.dtypes.VarType.FEED_MINIBATCH
     arr = b.vars.add(name="arr 'q'", persistable=True)
-    arr.type.type = pybackward.dtypes.VarType.DENSE_TENSOR_ARRAY
-    arr.type.tensor_array.tensor.data_type = pybackward.dtypes.VarType.INT64
+    arr.type.type = pybackward.base.dtypes.VarType.DENSE_TENSOR_ARRAY
+    arr.type.tensor_array.tensor.data_type = pybackward.base.dtypes.VarType.INT64
     prog.sync()
     op = prog.block(0).ops[-1]
-    from pybackward import attrs
+    from pybackward.base import attrs
     op.set_attr("z_floats", [0.1, -2.5, 1e-8])
     op.set_attr("z_float", 0.3)
     op.set_attr("z_f64", attrs.Float64(0.3))

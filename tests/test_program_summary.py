@@ -7,7 +7,7 @@ import json
 import pytest
 
 import pybackward
-from pybackward.program_summary import needed_inputs
+from pybackward.views.summary import needed_inputs
 
 from conftest import PROGRAMS, TESTDATA, case_json, golden_cases
 

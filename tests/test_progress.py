@@ -92,7 +92,7 @@ def test_run_and_check_read_the_values_beside_the_program(tmp_path):
 def test_run_draws_progress_per_op_through_the_interpreter():
     import numpy as np
     import pybackward
-    from pybackward.interpreter import Executor, Scope
+    from pybackward.interpreter.executor import Executor, Scope
     seen = []
     prog = pybackward.load(PROGRAMS / "fit_a_line" / "backward.pb")
     scope = Scope()

@@ -13,8 +13,8 @@ import pybackward
 from conftest import PROGRAMS, case_json, paddle_execute_many, require_paddle, run_paddle
 from golden import diff_programs, paddle_seed_callstacks, replay, variants
 from pybackward.backward import recompute
-from pybackward.gradcheck import to_float64
-from pybackward.interpreter import Executor, Scope
+from pybackward.interpreter.gradcheck import to_float64
+from pybackward.interpreter.executor import Executor, Scope
 
 RECOMPUTE = [(c, v) for c, v in variants()
              if c.startswith("recompute_") and "checkpoints" in case_json(c)["variants"][v]]
@@ -139,7 +139,7 @@ def test_segments_held_vars_and_renames_of_the_six_layer_mlp():
     prog = pybackward.load(PROGRAMS / "recompute_mlp" / "forward.pb")
     block = prog.global_block()
     loss = block.var("mean_0.tmp_0")
-    from pybackward.backward.path import find_op_path
+    from pybackward.analysis.path import find_op_path
     path = find_op_path(block, [loss], [], {"x"}, {})
     use = recompute.VarUse.of(path)
     names = recompute.sort_checkpoints(["fc_3.tmp_2", "tanh_0.tmp_0", "fc_1.tmp_2"], use)

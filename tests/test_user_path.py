@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from pybackward import paddle_files as pf
+from pybackward.tensors import paddle_files as pf
 from pybackward_cli.main import cli
 
 from conftest import PROGRAMS, TESTDATA

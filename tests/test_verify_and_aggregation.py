@@ -8,7 +8,7 @@ import pybackward
 from conftest import PROGRAMS
 from golden import replay, variants
 from pybackward.backward.verify import VerificationError, check_backward, verify_backward
-from pybackward.interpreter import Executor, Scope
+from pybackward.interpreter.executor import Executor, Scope
 
 
 @pytest.mark.parametrize("case,variant", [v for v in variants() if v[1] == "default"])

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Public-looking modules that are internal all the same (one op family each, CLI helpers, ...).
-INTERNAL = ("pybackward.ops.", "pybackward.safe_pickle", "pybackward.validate", "pybackward.suffixes")
+INTERNAL = ("pybackward.ops.", "pybackward.tensors.safe_pickle", "pybackward.legacy.validate", "pybackward.base.suffixes")
 
 
 def modules() -> list[str]:

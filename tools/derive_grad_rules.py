@@ -3,7 +3,7 @@
 `testdata/grad_makers/gen_grad_makers.py` (run with a live Paddle) records,
 for every op type Paddle 3.3.1 knows, its signature and what its grad-op
 maker emits on a one-op program. This script (no Paddle needed) reads those
-records and writes `pybackward/ops/paddle_ops.json`: per op type its slots,
+records and writes `pybackward/data/paddle_ops.json`: per op type its slots,
 default attrs, extra attrs, grad kind, and - where the maker's output is a
 plain function of the forward op - the grad ops as templates:
 
@@ -44,10 +44,10 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from pybackward._proto import framework_pb2 as pb  # noqa: E402
-from pybackward.attrs import decode  # noqa: E402
+from pybackward.base.attrs import decode  # noqa: E402
 
 REC = ROOT / "testdata" / "grad_makers"
-OUT = ROOT / "pybackward" / "ops" / "paddle_ops.json"
+OUT = ROOT / "pybackward" / "data" / "paddle_ops.json"
 #: Which op types Paddle 3.3.1 runs on CPU (testdata/kernels/gen_cpu_kernels.py).
 CPU = ROOT / "testdata" / "kernels" / "cpu_kernels.json"
 PASS_ATTRS = {"op_role", "op_device"}  # set by the pass itself

@@ -8,7 +8,7 @@ made from a forward op gain the defaults their own type has and the forward
 op lacks (split's grad is a `concat`, which has `use_quantizer`).
 
 This script asks a live Paddle 3.3.1, for the op types given (every type
-pybackward registers), and writes `pybackward/ops/fresh_attrs.json`:
+pybackward registers), and writes `pybackward/data/fresh_attrs.json`:
     {op_type: {"attrs": [[name, AttrType, default], ...], "extras": [name, ...]}}
 Paddle and pybackward cannot share a process (both register the schema), so
 the type list comes from pybackward's environment:
@@ -62,7 +62,7 @@ def main() -> None:
             extras = []
         table[t] = {"attrs": [[a.name, a.type, _value(a)] for a in m.blocks[0].ops[0].attrs],
                     "extras": extras}
-    out = pathlib.Path(__file__).resolve().parent.parent / "pybackward" / "ops" / "fresh_attrs.json"
+    out = pathlib.Path(__file__).resolve().parent.parent / "pybackward" / "data" / "fresh_attrs.json"
     out.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
     print(f"{out}: {len(table)} op types", file=sys.stderr)
 

@@ -11,11 +11,11 @@ import dataclasses
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .backward.names import strip_grad_suffix
-from .backward.path import find_op_path, stop_gradient_names
-from .errors import ArgumentError
+from ..legacy.names import strip_grad_suffix
+from .path import find_op_path, stop_gradient_names
+from ..base.errors import ArgumentError
 from .liveness import human, memory, var_bytes
-from .program import Program, Variable
+from ..legacy.program import Program, Variable
 
 #: `build(program_copy, loss_name, checkpoints, no_grad_names) -> recomputed op count`.
 Build = Callable[[Program, str, Sequence[str], Iterable[str]], int]

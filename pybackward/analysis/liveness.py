@@ -11,10 +11,10 @@ import dataclasses
 import json
 from typing import Any, Iterable
 
-from . import dtypes
-from .backward.names import GRAD_SUFFIX, strip_grad_suffix
-from .errors import ArgumentError
-from .program import Block, Program, Variable
+from ..base import dtypes
+from ..legacy.names import GRAD_SUFFIX, strip_grad_suffix
+from ..base.errors import ArgumentError
+from ..legacy.program import Block, Program, Variable
 
 # --------------------------------------------------------------------------
 # The static model

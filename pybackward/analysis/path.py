@@ -10,10 +10,10 @@ path and do not pass it on. Every step is one linear walk over the ops.
 from __future__ import annotations
 
 from .._proto import framework_pb2 as pb
-from ..errors import ProgramFileError, UnknownOpError, where
+from ..base.errors import ProgramFileError, UnknownOpError, where
 from ..ops import registry
-from ..program import Block, Operator, Program, Variable, VarType
-from .names import grad_name
+from ..legacy.program import Block, Operator, Program, Variable, VarType
+from ..legacy.names import grad_name
 
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from .liveness import var_bytes
-from .program import OP_ROLE_ATTR, Program
+from ..legacy.program import OP_ROLE_ATTR, Program
 
 GRAD_SUFFIX = "@GRAD"
 

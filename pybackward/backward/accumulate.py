@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..ops.registry import GradOp, fresh_op
-from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, renamed_version
+from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX, renamed_version
 
 OP_DEVICE = "op_device"
 

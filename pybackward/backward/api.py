@@ -24,14 +24,14 @@ from __future__ import annotations
 import warnings
 from typing import Any, Iterable, Sequence
 
-from .. import dtypes
-from ..errors import ArgumentError, ArgumentTypeError, PyBackwardWarning, VarNotFoundError, where
-from ..program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Program, Variable
+from ..base import dtypes
+from ..base.errors import ArgumentError, ArgumentTypeError, PyBackwardWarning, VarNotFoundError, where
+from ..legacy.program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Program, Variable
 from . import guards, recompute
 from .deviations import add_seeds_of_nested_targets, refuse_wrong_programs, report_dead_writes
 from .grad_ops import PassState, append_backward_ops
-from .names import grad_name, is_grad_name, strip_grad_suffix
-from .path import find_op_path, stop_gradient_names, unused_outputs
+from ..legacy.names import grad_name, is_grad_name, strip_grad_suffix
+from ..analysis.path import find_op_path, stop_gradient_names, unused_outputs
 from .steps import (AGGREGATIONS, all_or_nothing, append_plain, as_paddle_parses, fill_op, finish,
                     loss_op as loss_op_of, no_grad_for_non_floats, unique_name)
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import warnings
 
-from .. import dtypes
+from ..base import dtypes
 from .._proto import framework_pb2 as pb
-from ..errors import PaddleDeviationWarning, ProgramFileError, where
+from ..base.errors import PaddleDeviationWarning, ProgramFileError, where
 from ..ops.registry import GradOp, fresh_op
-from ..program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Program
+from ..legacy.program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Program
 from .emit import fill_op_desc
-from .names import GRAD_SUFFIX, strip_grad_suffix
+from ..legacy.names import GRAD_SUFFIX, strip_grad_suffix
 
 
 def deviate(pattern: str, detail: str) -> None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from .. import attrs as _attrs
+from ..base import attrs as _attrs
 from .._proto import framework_pb2 as pb
-from ..errors import PyBackwardError, where
+from ..base.errors import PyBackwardError, where
 from ..ops import registry
 from ..ops.registry import GradOp
-from ..program import OP_ROLE_ATTR, Block, Operator, insert_sorted
-from ..wire import length_delimited
-from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
+from ..legacy.program import OP_ROLE_ATTR, Block, Operator, insert_sorted
+from ..legacy.wire import length_delimited
+from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
 
 OP_ROLE_BACKWARD = 1
 

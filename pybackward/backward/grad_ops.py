@@ -12,14 +12,14 @@ import dataclasses
 from typing import Any, Iterable, Sequence
 
 from .._proto import framework_pb2 as pb
-from ..errors import ArgumentError, UnknownOpError, where
+from ..base.errors import ArgumentError, UnknownOpError, where
 from ..ops import registry
 from ..ops.registry import FwdOp, GradOp
-from ..program import OP_DEVICE_ATTR, Block, Operator, Program, Variable
+from ..legacy.program import OP_DEVICE_ATTR, Block, Operator, Program, Variable
 from .accumulate import accumulate_repeated_outputs
 from .deviations import accumulate_array_read_grads, split_loop_var_versions, zero_seeds_of_loop_grads
 from .emit import Callback, emit, fill_op_desc
-from .names import GRAD_SUFFIX, grad_name, repeated_grad_name
+from ..legacy.names import GRAD_SUFFIX, grad_name, repeated_grad_name
 from .prune import find_not_needed, remove_no_grad_branch
 
 

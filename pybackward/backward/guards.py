@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from .. import dtypes
-from ..errors import ArgumentError, ProgramFileError, where
-from ..program import OP_ROLE_ATTR, OP_ROLE_BACKWARD, Block, Program, Variable
-from .names import EMPTY_VAR_NAME, GRAD_SUFFIX
+from ..base import dtypes
+from ..base.errors import ArgumentError, ProgramFileError, where
+from ..legacy.program import OP_ROLE_ATTR, OP_ROLE_BACKWARD, Block, Program, Variable
+from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX
 
 #: The most times one var may appear in one input slot of one op.
 MAX_REPEATS_IN_SLOT = 1000

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from .._proto import framework_pb2 as pb
-from ..errors import ProgramFileError, PyBackwardError
-from ..io import load
+from ..base.errors import ProgramFileError, PyBackwardError
+from ..legacy.io import load
 from ..ops import registry
 from ..ops.paddle_data import paddle_ops
 from .grad_ops import grad_op_descs

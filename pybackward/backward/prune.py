@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import deque
 
 from ..ops.registry import GradOp, fresh_op
-from ..program import Operator
-from .names import GRAD_SUFFIX, strip_grad_suffix
+from ..legacy.program import Operator
+from ..legacy.names import GRAD_SUFFIX, strip_grad_suffix
 
 
 def remove_no_grad_branch(ops: list[GradOp], no_grad: set[str], target_grads: set[str]) -> list[GradOp]:

@@ -61,17 +61,16 @@ from collections import defaultdict
 from typing import Callable, Iterable, Sequence
 
 from .._proto import framework_pb2 as pb
-from ..errors import ArgumentError, ArgumentTypeError, where
+from ..base.errors import ArgumentError, ArgumentTypeError, where
 from ..ops import registry
 from ..ops.registry import GradOp, fresh_op
-from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Operator, Program,
-                       Variable)
-from ..checkpoint_choice import AutoCheckpoints, choose
+from ..legacy.program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Operator, Program, Variable
+from ..analysis.checkpoint_choice import AutoCheckpoints, choose
 from .accumulate import accumulate_repeated_outputs
 from .emit import emit, fill_op_desc
 from .grad_ops import PassState, grad_to_var, make_op_grads
-from .names import grad_name, strip_grad_suffix
-from .path import find_op_path, unused_outputs
+from ..legacy.names import grad_name, strip_grad_suffix
+from ..analysis.path import find_op_path, unused_outputs
 from .prune import remove_no_grad_branch
 from .steps import AGGREGATIONS, all_or_nothing, append_plain, begin_append, finish, params_and_grads, unique_name
 

@@ -12,19 +12,20 @@ from __future__ import annotations
 import contextlib
 from typing import Iterable, Iterator, Sequence
 
-from .. import dtypes
-from .._gc import paused_gc
+from ..base import dtypes
+from ..base._gc import paused_gc
 from .._proto import framework_pb2 as pb
-from ..errors import ArgumentError, where
+from ..base.errors import ArgumentError, where
 from ..ops.registry import fresh_op
-from ..program import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_ATTR, Block, dedupe_attrs,
-                       Operator, Program, Variable, prepend_to_list_attr)
+from ..legacy.program import (
+    OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_ATTR, Block, dedupe_attrs, Operator, Program,
+    Variable, prepend_to_list_attr)
 from .deviations import refuse_wrong_programs, report_dead_writes
 from .emit import create_grad_vars, fill_op_desc
 from .grad_ops import PassState, append_backward_ops
 from .guards import check_declared
-from .names import GRAD_SUFFIX, grad_name, strip_grad_suffix
-from .path import find_op_path, stop_gradient_names, unused_outputs
+from ..legacy.names import GRAD_SUFFIX, grad_name, strip_grad_suffix
+from ..analysis.path import find_op_path, stop_gradient_names, unused_outputs
 
 #: `aggregation=` -> the accumulation mode `PassState` takes.
 AGGREGATIONS = {"sum": 0, "pairwise": 1 << 30}

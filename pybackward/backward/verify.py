@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
-from ..errors import CheckFailedError, where
+from ..base.errors import CheckFailedError, where
 from ..ops import registry
-from ..program import OP_ROLE_ATTR, Program
-from .names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
+from ..legacy.program import OP_ROLE_ATTR, Program
+from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
 
 
 class VerificationError(CheckFailedError):

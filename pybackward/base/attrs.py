@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._proto import framework_pb2 as pb
+from .._proto import framework_pb2 as pb
 
 AttrType = pb.AttrType
 # Plain ints: comparing against `pb.AttrType.X` costs an enum lookup per use.

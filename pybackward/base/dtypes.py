@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._proto import framework_pb2 as pb
+from .._proto import framework_pb2 as pb
 from .errors import UnsupportedDtypeError
 
 VarType = pb.VarType

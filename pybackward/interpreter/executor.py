@@ -22,18 +22,18 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import _args
-from . import attrs as _attrs
-from . import dtypes
-from .errors import ArgumentTypeError, ExecutionError, ExecutionLimitError, PyBackwardError, where
-from .io import write_atomic
-from .backward.emit import find_var_desc
-from .ops import registry
-from .ops.paddle_data import paddle_runs_on_cpu
-from .ops.registry import EMPTY_VAR_NAME, LOD_KEY, Call
-from .ops import lod as _lod
-from .program import Block, Program, Variable
-from .tensor_format import decode_tensors, encode_tensor
+from ..base import _args
+from ..base import attrs as _attrs
+from ..base import dtypes
+from ..base.errors import ArgumentTypeError, ExecutionError, ExecutionLimitError, PyBackwardError, where
+from ..base.files import write_atomic
+from ..backward.emit import find_var_desc
+from ..ops import registry
+from ..ops.paddle_data import paddle_runs_on_cpu
+from ..ops.registry import EMPTY_VAR_NAME, LOD_KEY, Call
+from ..ops import lod as _lod
+from ..legacy.program import Block, Program, Variable
+from ..tensors.tensor_format import decode_tensors, encode_tensor
 
 _LIST_VAR_TYPES = (dtypes.VarType.FEED_MINIBATCH, dtypes.VarType.FETCH_LIST)
 

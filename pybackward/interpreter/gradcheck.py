@@ -13,12 +13,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import _args, dtypes
-from ._proto import framework_pb2 as pb
-from .backward.api import append_backward
-from .errors import ArgumentError, ArgumentTypeError
-from .interpreter import Executor, Scope
-from .program import Program, Variable
+from ..base import _args, dtypes
+from .._proto import framework_pb2 as pb
+from ..backward.api import append_backward
+from ..base.errors import ArgumentError, ArgumentTypeError
+from .executor import Executor, Scope
+from ..legacy.program import Program, Variable
 
 _WIDEN = {pb.VarType.FP32: pb.VarType.FP64, pb.VarType.FP16: pb.VarType.FP64,
           pb.VarType.BF16: pb.VarType.FP64}

@@ -10,18 +10,18 @@ runtime keeps field order and unknown fields.
 from __future__ import annotations
 
 import os
-import stat
-import tempfile
 from typing import Union
 
 from google.protobuf import message as _message
 from google.protobuf import text_format
 from google.protobuf import unknown_fields
 
-from ._proto import framework_pb2 as pb
-from .errors import ArgumentTypeError, OutputError, ProgramFileError
+from .._proto import framework_pb2 as pb
+from ..base import files
+from ..base.errors import ArgumentTypeError, OutputError, ProgramFileError
+from ..base.files import TEMP_PREFIX, TEMP_SUFFIX, check_regular_input, write_atomic  # noqa: F401  (public here too)
+from ..base.suffixes import check_program_path
 from .program import Program, read_program
-from .suffixes import check_program_path
 # MAX_PROGRAM_BYTES: protobuf's 2 GiB limit; `loads` passes this module's value
 # on, so a test may lower it here. check_op_structure: public here too.
 from .wire import MAX_PROGRAM_BYTES, check_op_structure, length_delimited, one_line  # noqa: F401
@@ -57,77 +57,14 @@ def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | N
                  text=is_text_path(name) if text is None else text)
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _kind(mode: int) -> str:
-    for test, kind in _KINDS:
-        if test(mode):
-            return kind
-    return "not a regular file"
-
-
-def check_regular_input(path: PathLike, error: type = ProgramFileError, what: str = "program file") -> int:
-    """Refuse anything but a regular file (by `os.stat`, which never blocks);
-    returns its size. A directory, FIFO, device or socket raises `error`."""
-    name = os.fspath(path)
-    if not name:
-        raise error("an empty path names no file")
-    try:
-        st = os.stat(name)
-    except FileNotFoundError:
-        raise error(f"{name}: no such file") from None
-    except OSError as e:
-        raise error(f"{name}: cannot read: {e.strerror or e}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise error(f"{name}: is a directory, not a {what}")
-    if not stat.S_ISREG(st.st_mode):
-        raise error(f"{name}: is {_kind(st.st_mode)}, not a regular file: pybackward reads a {what} "
-                    "only from a regular file")
-    return st.st_size
-
-
 def read_input_file(path: PathLike, error: type = ProgramFileError, what: str = "program file",
                     limit: int | None = None) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (default
-    MAX_PROGRAM_BYTES); anything else raises `error` naming the file.
-
-    The kind is checked before opening and again on the open descriptor, which
-    is opened with O_NONBLOCK, so a FIFO with no writer never blocks and a
-    device such as /dev/zero is never read from.
-    """
+    MAX_PROGRAM_BYTES, read from this module so a test may lower it);
+    anything else raises `error` naming the file. See `base.files`."""
     limit = MAX_PROGRAM_BYTES if limit is None else limit
-    name = os.fspath(path)
-    size = check_regular_input(name, error, what)
-    if size > limit:
-        raise error(f"{name}: {size} bytes is past protobuf's 2 GiB message limit"
-                    if limit == MAX_PROGRAM_BYTES else f"{name}: {size} bytes is past the limit of {limit}")
-    try:
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-                     | getattr(os, "O_BINARY", 0))
-    except OSError as e:
-        raise error(f"{name}: cannot read: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):        # replaced between the stat and the open
-            raise error(f"{name}: is {_kind(st.st_mode)}, not a regular file")
-        chunks, total = [], 0
-        want = st.st_size + 1                    # one byte more: did the file grow?
-        while True:
-            chunk = os.read(fd, max(1, min(max(want, 1 << 16), limit + 1 - total)))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            want = 1 << 20
-            if total > limit:
-                raise error(f"{name}: more than {limit} bytes (the file grew while it was read)")
-        return b"".join(chunks)
-    except OSError as e:
-        raise error(f"{name}: cannot read: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
+    return files.read_input_file(path, error, what, limit,
+                                 "is past protobuf's 2 GiB message limit" if limit == MAX_PROGRAM_BYTES else None)
 
 
 def loads(data: bytes, source: str | None = None, check_vars: bool = True, text: bool = False) -> Program:
@@ -220,91 +157,3 @@ def serialised_pieces(program: Program, min_items: int | None = None) -> list[by
 
 def _unknown_fields(message) -> bool:
     return len(unknown_fields.UnknownFieldSet(message)) > 0
-
-
-#: Temporary files are `.pybackward-<8 random chars>.tmp` beside the target.
-#: The name does not grow with the target's, so every valid output name works.
-TEMP_PREFIX, TEMP_SUFFIX = ".pybackward-", ".tmp"
-
-
-def write_atomic(path: PathLike, data: bytes | list[bytes]) -> None:
-    """Write bytes (or a list of pieces, in order) to `path` so that it never holds a partial file.
-
-    A unique temporary file in the target's directory is written, fsynced and
-    renamed over the target, so concurrent writers never share a file and
-    nothing but the target is ever touched. A symlink is written through (the
-    link stays); a character device or FIFO (/dev/null, a pipe) cannot be
-    replaced, so it is written to directly, as a shell redirection would. A
-    name ending in '/', a directory, a missing directory or any OSError raise
-    OutputError naming the path.
-    """
-    name = os.fspath(path)
-    if not isinstance(name, str):
-        raise ArgumentTypeError(f"an output path must be a str, not {type(name).__name__}")
-    if not name:
-        raise OutputError("an empty output path names no file")
-    if name.endswith("/") or name.endswith(os.sep) or (os.altsep and name.endswith(os.altsep)):
-        raise OutputError(f"{name}: names a directory (it ends with '{name[-1]}'): give the output "
-                          "file's name")
-    if os.path.islink(name):
-        name = os.path.realpath(name)
-    try:
-        st = os.stat(name)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        if stat.S_ISDIR(st.st_mode):
-            raise OutputError(f"{name}: is a directory: give the output file's name")
-        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
-            _write_through(name, data)
-            return
-        raise OutputError(f"{name}: is {_kind(st.st_mode)}, not a regular file")
-    directory = os.path.dirname(name) or "."
-    if not os.path.isdir(directory):
-        raise OutputError(f"{name}: cannot write: the directory '{directory}' does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
-    except OSError as e:
-        raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write(f, data)
-            f.flush()
-            os.fsync(f.fileno())
-        if st is not None:
-            try:
-                os.chmod(tmp, st.st_mode & 0o7777)
-            except OSError:
-                pass
-        else:
-            os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, name)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
-        raise
-
-
-def _write(f, data: bytes | list[bytes]) -> None:
-    for piece in ([data] if isinstance(data, bytes) else data):
-        f.write(piece)
-
-
-def _write_through(name: str, data: bytes | list[bytes]) -> None:
-    try:
-        with open(name, "wb") as f:
-            _write(f, data)
-    except OSError as e:
-        raise OutputError(f"{name}: cannot write: {e.strerror or e}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

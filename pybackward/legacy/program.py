@@ -12,14 +12,15 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import attrs as _attrs
-from . import dtypes
-from ._proto import framework_pb2 as pb
-from ._gc import paused_gc
-from .errors import ArgumentError, VarNotFoundError, where
+from ..base import attrs as _attrs
+from ..base import dtypes
+from .._proto import framework_pb2 as pb
+from ..base._gc import paused_gc
+from ..base.errors import ArgumentError, VarNotFoundError, where
 # Paddle's OpRole values and op attr names: many modules import them from here.
-from .op_roles import (OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_FORWARD,  # noqa: F401
-                       OP_ROLE_LOSS, OP_ROLE_OPTIMIZE, OP_ROLE_VAR_ATTR)
+from ..base.op_roles import (
+    OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_FORWARD, OP_ROLE_LOSS, OP_ROLE_OPTIMIZE,
+    OP_ROLE_VAR_ATTR)  # noqa: F401
 from .text import program_to_text
 from .validate import validate
 from .wire import MAX_PROGRAM_BYTES, check_block_attrs, check_op_structure, parse_program_desc

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable
 
-from . import dtypes
-from ._proto import framework_pb2 as pb
-from .errors import ArgumentTypeError
-from .op_roles import OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_LOSS, OP_ROLE_OPTIMIZE
+from ..base import dtypes
+from .._proto import framework_pb2 as pb
+from ..base.errors import ArgumentTypeError
+from ..base.op_roles import OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_LOSS, OP_ROLE_OPTIMIZE
 
 if TYPE_CHECKING:  # annotations only: program.py imports this module (`str(program)`)
     from .program import Block, Operator, Program, Variable

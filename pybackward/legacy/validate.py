@@ -32,9 +32,9 @@ once and checked by lookups.
 """
 from __future__ import annotations
 
-from ._proto import framework_pb2 as pb
-from . import dtypes
-from .errors import ProgramFileError, where
+from .._proto import framework_pb2 as pb
+from ..base import dtypes
+from ..base.errors import ProgramFileError, where
 
 EMPTY_VAR_NAME = "@EMPTY@"
 MAX_NESTING = 200

@@ -12,9 +12,9 @@ from typing import Any
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
-from ._proto import framework_pb2 as pb
-from .errors import ArgumentTypeError, ProgramFileError, where
-from .ops import registry
+from .._proto import framework_pb2 as pb
+from ..base.errors import ArgumentTypeError, ProgramFileError, where
+from ..ops import registry
 
 #: protobuf cannot serialise a message of 2 GiB or more.
 MAX_PROGRAM_BYTES = 2**31 - 1

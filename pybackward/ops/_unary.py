@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ExecutionError
+from ..base.errors import ExecutionError
 from .paddle_data import paddle_op
 from .paddle_table import paddle_opdef
 from .registry import Call, OpDef, Sample, register

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import ArgumentError, ArgumentTypeError, ProgramFileError
+from ..base.errors import ArgumentError, ArgumentTypeError, ProgramFileError
 from . import registry
 from .registry import GRAD_SUFFIX, GradSpec, OpDef
 

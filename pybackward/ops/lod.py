@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ExecutionError
+from ..base.errors import ExecutionError
 from .registry import EMPTY_VAR_NAME, GRAD_SUFFIX, LOD_KEY
 
 LoD = list  # list[list[int]]

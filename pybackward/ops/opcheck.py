@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import attrs as _attrs
+from ..base import attrs as _attrs
 from . import lod as _lod
 from .._proto import framework_pb2 as pb
-from ..errors import UnknownOpError
+from ..base.errors import UnknownOpError
 from . import registry
 from .registry import EMPTY_VAR_NAME, GRAD_SUFFIX, LOD_KEY, Call, FwdOp, GradOp, OpDef, Sample
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-_DATA_FILE = Path(__file__).with_name("paddle_ops.json")
+_DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "paddle_ops.json"
 
 
 @lru_cache(maxsize=1)

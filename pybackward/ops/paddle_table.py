@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import UnknownOpError
+from ..base.errors import UnknownOpError
 from .paddle_data import grad_sets_lod_level, paddle_op, paddle_ops
 from .registry import GRAD_SUFFIX, FwdOp, GradOp, Kernel, OpDef, all_registered, register
 

@@ -1,7 +1,7 @@
 """The op registry: the one place that knows op types.
 
 Each op type is declared once, with `register(OpDef(...))` in the module of
-its family (`ops/math.py`, `ops/nn.py`, ...):
+its family (`ops/math/core.py`, `ops/nn/pad3d_bilinear_interp.py`, ...):
 
 * `kernel`   - the NumPy forward kernel, `kernel(call) -> {slot: array(s)}`;
 * `grad`     - how its gradient is made: a `GradSpec` (the grad op declared
@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..attrs import decode
-from ..errors import ExecutionError, UnknownOpError
+from ..base.attrs import decode
+from ..base.errors import ExecutionError, UnknownOpError
 
 GRAD_SUFFIX = "@GRAD"
 EMPTY_VAR_NAME = "@EMPTY@"
@@ -413,7 +413,7 @@ def all_ops() -> dict[str, OpDef]:
 # Paddle's attrs on ops created from nothing
 # --------------------------------------------------------------------------
 _PADDLE_ATTRS: dict[str, dict[str, Any]] = json.loads(
-    (Path(__file__).with_name("fresh_attrs.json")).read_text())
+    (Path(__file__).resolve().parent.parent / "data" / "fresh_attrs.json").read_text())
 
 
 def default_attrs(op_type: str) -> list[list[Any]] | None:

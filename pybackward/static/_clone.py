@@ -15,7 +15,7 @@ batch_norm loses its ReserveSpace output slot.
 from __future__ import annotations
 
 from .._proto import framework_pb2 as pb
-from ..attrs import BLOCK, BLOCKS, INT
+from ..base.attrs import BLOCK, BLOCKS, INT
 
 _BACKWARD, _OPTIMIZE, _LRSCHED, _LOSS = 1, 2, 16, 256
 

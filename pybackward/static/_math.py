@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
+from ..base import dtypes
 from .._proto import framework_pb2 as pb
 from .framework import Variable, default_main_program
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Mapping, Sequence
 
-from .. import attrs as _attrs
-from .. import dtypes
+from ..base import attrs as _attrs
+from ..base import dtypes
 from .._proto import framework_pb2 as pb
 from ..ops import registry
 

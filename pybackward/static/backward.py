@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from ..backward import api as _api
-from ..program import Variable as _Variable
+from ..legacy.program import Variable as _Variable
 from .framework import Program
 
 __all__ = ["append_backward", "gradients"]

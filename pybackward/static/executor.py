@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Mapping, Sequence
 
-from ..interpreter import Executor as _Executor
-from ..interpreter import Scope
+from ..interpreter.executor import Executor as _Executor
+from ..interpreter.executor import Scope
 from .framework import Program, default_main_program
 
 __all__ = ["Executor", "Scope", "global_scope", "scope_guard", "CPUPlace"]

@@ -1,5 +1,5 @@
 """Program, Block and Variable for the builder: pybackward's program views
-(`pybackward.program.Program/Block/Variable`, subclassed - not a second
+(`pybackward.legacy.program.Program/Block/Variable`, subclassed - not a second
 model), with Paddle's legacy `Block.append_op`, `create_var` and
 `create_parameter` behaviour, default programs and `program_guard`.
 
@@ -22,15 +22,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Mapping, Sequence
 
-from .. import attrs as _attrs
-from .. import dtypes
-from ..errors import ArgumentError
+from ..base import attrs as _attrs
+from ..base import dtypes
+from ..base.errors import ArgumentError
 from .._proto import framework_pb2 as pb
-from ..program import Block as _Block
-from ..program import Operator
-from ..program import Program as _Program
-from ..program import Variable as _Variable
-from ..text import program_to_text
+from ..legacy.program import Block as _Block
+from ..legacy.program import Operator
+from ..legacy.program import Program as _Program
+from ..legacy.program import Variable as _Variable
+from ..legacy.text import program_to_text
 from . import _infer
 from ._clone import prune_for_test
 from ._opdesc import (NO_LOD, OP_VERSION_MAP, PROGRAM_VERSION, attr_positions, fill_op_desc,

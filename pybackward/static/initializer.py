@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from ..base import dtypes
 from .._proto import framework_pb2 as pb
 from .framework import default_main_program
 

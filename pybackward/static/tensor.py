@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .. import dtypes
+from ..base import dtypes
 from .framework import Variable
 from .layer_helper import LayerHelper
 

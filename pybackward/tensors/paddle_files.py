@@ -36,11 +36,13 @@ from typing import Mapping, Union
 
 import numpy as np
 
-from . import _args, dtypes, safe_pickle
-from ._proto import framework_pb2 as pb
-from .errors import ArrayFileError, OutputError, ProgramFileError
-from .io import load as load_program, write_atomic
-from .program import Program
+from ..base import _args, dtypes
+from . import safe_pickle
+from .._proto import framework_pb2 as pb
+from ..base.errors import ArrayFileError, OutputError, ProgramFileError
+from ..base.files import write_atomic
+from ..legacy.io import load as load_program
+from ..legacy.program import Program
 from .tensor_format import decode_tensor, decode_tensors, encode_tensor  # noqa: F401  (part of this API)
 
 PathLike = Union[str, os.PathLike]

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArrayFileError
+from ..base.errors import ArrayFileError
 
 
 class RefusedPickleError(ArrayFileError):

@@ -22,9 +22,9 @@ from typing import Iterable
 
 import numpy as np
 
-from . import dtypes
-from ._proto import framework_pb2 as pb
-from .errors import ArrayFileError, PyBackwardError
+from ..base import dtypes
+from .._proto import framework_pb2 as pb
+from ..base.errors import ArrayFileError, PyBackwardError
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")

@@ -29,12 +29,12 @@ from typing import Any, Iterable, Union
 
 import click
 
-from . import attrs as _a
-from . import dtypes
-from . import text as _text
-from .errors import ArgumentError
-from .io import is_text_path, load, save
-from .program import Block, Operator, Program, Variable
+from ..base import attrs as _a
+from ..base import dtypes
+from ..legacy import text as _text
+from ..base.errors import ArgumentError
+from ..legacy.io import is_text_path, load, save
+from ..legacy.program import Block, Operator, Program, Variable
 
 #: Attrs a diff leaves out by default: where an op was made, not what it does.
 DEFAULT_IGNORED_ATTRS = frozenset({"op_callstack", "op_namescope", "op_device"})

@@ -21,11 +21,11 @@ import subprocess
 from pathlib import Path
 from typing import Iterable
 
-from .errors import ArgumentError, PyBackwardError
-from .io import write_atomic
-from .graph_view import (DEFAULT_COLLAPSE_ABOVE, DEFAULT_MAX_NODES, Cluster, Edge, Graph, Node,  # noqa: F401
-                         build_graph, name_scope, op_kind)
-from .program import Program
+from ..base.errors import ArgumentError, PyBackwardError
+from ..base.files import write_atomic
+from .graph import (
+    DEFAULT_COLLAPSE_ABOVE, DEFAULT_MAX_NODES, Cluster, Edge, Graph, Node, build_graph, name_scope, op_kind)  # noqa: F401
+from ..legacy.program import Program
 #: Output suffixes `render` understands, and Graphviz's name for each.
 FORMATS = {".dot": None, ".gv": None, ".svg": "svg", ".png": "png", ".pdf": "pdf"}
 

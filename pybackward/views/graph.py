@@ -29,9 +29,9 @@ from typing import Iterator
 
 import numpy as np
 
-from .errors import ArgumentError
-from .program import OP_ROLE_LOSS, OP_ROLE_OPTIMIZE, Block, Operator, Program
-from .text import is_backward, op_role, var_type_text
+from ..base.errors import ArgumentError
+from ..legacy.program import OP_ROLE_LOSS, OP_ROLE_OPTIMIZE, Block, Operator, Program
+from ..legacy.text import is_backward, op_role, var_type_text
 
 __all__ = ["Graph", "Node", "Edge", "Cluster", "Run", "build_graph", "repeated_runs", "op_kind",
            "name_scope", "DEFAULT_COLLAPSE_ABOVE", "DEFAULT_MAX_NODES"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from .graph_view import Graph
+from .graph import Graph
 
 __all__ = ["cluster_bands", "graph_to_html", "layout"]
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import attrs as _attrs
-from . import dtypes
-from .ops.paddle_data import paddle_op
-from .program import Block, Operator, Program, Variable
+from ..base import attrs as _attrs
+from ..base import dtypes
+from ..ops.paddle_data import paddle_op
+from ..legacy.program import Block, Operator, Program, Variable
 
 __all__ = ["program_to_paddle_text", "block_to_paddle_text", "op_to_paddle_text", "var_to_paddle_text",
            "extra_attrs"]

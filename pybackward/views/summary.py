@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import dtypes
-from .errors import ArgumentTypeError
-from .program import OP_ROLE_LOSS, Program, Variable
-from .text import is_backward, is_forward, op_role
+from ..base import dtypes
+from ..base.errors import ArgumentTypeError
+from ..legacy.program import OP_ROLE_LOSS, Program, Variable
+from ..legacy.text import is_backward, is_forward, op_role
 
 _pb = dtypes.VarType
 #: Var types that are not values a user saves or feeds.

@@ -1,4 +1,4 @@
-"""Paddle 3.3.1's beam_search_decode on tensor arrays (ops/decode_beam.py).
+"""Paddle 3.3.1's beam_search_decode on tensor arrays (ops/sequence/beam_search.py).
 
 beam_search_decode reads tensor arrays whose elements carry their own 2-level
 LoD, which the one-op pipeline (export_samples / gen_kernel_refs) cannot feed:

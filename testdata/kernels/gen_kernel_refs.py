@@ -80,7 +80,7 @@ ALIAS.update({
     "fused_adam": {"ParamsOut": "Params", "Moments1Out": "Moments1", "Moments2Out": "Moments2",
                    "Moments2MaxOut": "Moments2Max", "Beta1PowsOut": "Beta1Pows", "Beta2PowsOut": "Beta2Pows"},
     "check_finite_and_unscale": {"Out": "X"}, "depend": {"Out": "X"},
-    "coalesce_tensor": {"Output": "Input"},  # its Output vars are its Input vars (ops/fused_infer.py)
+    "coalesce_tensor": {"Output": "Input"},  # its Output vars are its Input vars (ops/fusion/inference.py)
     "auc": {"StatPosOut": "StatPos", "StatNegOut": "StatNeg"},
     "update_loss_scaling": {"Out": "X", "LossScaling": "PrevLossScaling", "OutGoodSteps": "InGoodSteps",
                             "OutBadSteps": "InBadSteps"},

@@ -1,4 +1,4 @@
-"""Paddle 3.3.1's CPU weight_quantize on float16 weights (ops/weight_quant.py).
+"""Paddle 3.3.1's CPU weight_quantize on float16 weights (ops/quant/weight_quant.py).
 
 Its CPU kernel takes float16 / bfloat16 only, which the one-op pipeline
 (float32 / float64) cannot run: here every algo x arch (70, and 80 for the

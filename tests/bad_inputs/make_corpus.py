@@ -379,7 +379,7 @@ def structure_cases() -> None:
     add("negative_dim", "a parameter with dims [-7, 1]", {"negative_dim.pb": edited("fit_a_line", neg_dim)},
         append("negative_dim.pb"), ["{negative_dim.pb}", "var 'fc_0.w_0'", "dimension -7 is negative"])
 
-    required = ("pybackward/io.py loads() never checks required fields: upb's ParseFromString accepts a "
+    required = ("pybackward/legacy/io.py loads() never checks required fields: upb's ParseFromString accepts a "
                 "message whose required fields are missing, and proto2 puts an enum number the schema "
                 "does not define into the unknown fields, leaving the required field unset. {detail} "
                 "Expected: ProgramFileError naming block/var (or op/attr) - e.g. check "
@@ -523,7 +523,7 @@ def run_cases() -> None:
         ["run", "{add_grad_mismatch.pb}", "--fetch", "fc_0.b_0@GRAD", *FIT_RUN],
         ["{add_grad_mismatch.pb}", f"block 0, op {ai} (elementwise_add_grad)"])
 
-    missing = ("pybackward/interpreter.py Executor._run_block turns only ValueError, IndexError, "
+    missing = ("pybackward/interpreter/executor.py Executor._run_block turns only ValueError, IndexError, "
                "TypeError, FloatingPointError and KeyError from a kernel into ExecutionError; {detail} "
                "Expected: ExecutionError naming block/op (exit 2) - check the op's required inputs "
                "before calling the kernel, or catch AttributeError (and MemoryError) too")

@@ -30,12 +30,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .. import dtypes
-from .._proto import framework_pb2 as pb
-from ..errors import ExecutionError, ExecutionLimitError, ProgramFileError, where
-from .paddle_table import paddle_opdef
-from .lod import ArrayLoDs
-from .registry import EMPTY_VAR_NAME, GRAD_SUFFIX, LOD_KEY, Call, FwdOp, GradOp, OpDef, Sample, register
+from ...base import dtypes
+from ..._proto import framework_pb2 as pb
+from ...base.errors import ExecutionError, ExecutionLimitError, ProgramFileError, where
+from ..paddle_table import paddle_opdef
+from ..lod import ArrayLoDs
+from ..registry import EMPTY_VAR_NAME, GRAD_SUFFIX, LOD_KEY, Call, FwdOp, GradOp, OpDef, Sample, register
 
 _BLOCK = pb.AttrType.BLOCK
 _STRINGS = pb.AttrType.STRINGS

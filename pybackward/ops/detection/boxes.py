@@ -36,9 +36,9 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 
 def _boxes(c: Call, slot: str, ndim: int | None = None) -> np.ndarray:

@@ -35,10 +35,10 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .detection_nms import jaccard
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from .nms import jaccard
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 _CLIP = math.log(1000.0 / 16.0)
 

@@ -28,9 +28,9 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 
 def _batch_of_rois(c: Call, n_img: int, n_roi: int) -> np.ndarray:

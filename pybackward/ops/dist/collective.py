@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
-from .loss import paddle_softmax, tolerable_log
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
+from ..loss.cross_entropy import paddle_softmax, tolerable_log
 
 
 def _one_rank(c: Call) -> None:

@@ -1,6 +1,6 @@
 """Point-to-point and partial collectives, and the parameter server's fetch barrier.
 
-The interpreter runs a world of one process (ops/collective.py). In that world:
+The interpreter runs a world of one process (ops/dist/collective.py). In that world:
 
 * a send or receive has no peer: p_send, p_recv, p_send_array, p_recv_array,
   send_v2, recv_v2, partial_send and partial_recv have no kernel, and the
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 
 _NO_PEER = ("pybackward runs a world of one process, so there is no peer process to {} (a pipeline-parallel "

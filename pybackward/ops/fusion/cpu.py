@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._precision import matmul64
-from .paddle_table import paddle_opdef
-from . import registry
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from .._precision import matmul64
+from ..paddle_table import paddle_opdef
+from .. import registry
+from ..registry import Call, Sample, register
 
 
 def _mat(c: Call, slot: str) -> np.ndarray:

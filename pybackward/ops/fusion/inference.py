@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import ExecutionError
-from .misc_more import input_value
-from .paddle_table import paddle_opdef
-from .registry import LOD_KEY, Call, Sample, register
+from ...base import dtypes
+from ...base.errors import ExecutionError
+from .._inputs import input_value
+from ..paddle_table import paddle_opdef
+from ..registry import LOD_KEY, Call, Sample, register
 
 
 def _reg(name, kernel, samples, attrs, doc):

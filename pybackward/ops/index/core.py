@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from . import _stl
-from ._util import unbroadcast
-from .registry import Call, GradSpec, OpDef, Sample, register
-from .tensor import ints_from, norm_axis, scalar_from
+from ...base.errors import ExecutionError
+from .. import _stl
+from .._util import unbroadcast
+from ..registry import Call, GradSpec, OpDef, Sample, register
+from ..tensor.creation import ints_from, norm_axis, scalar_from
 
 
 def _check_range(idx: np.ndarray, n: int, what: str, allow_negative: bool) -> np.ndarray:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._util import unbroadcast
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
-from .tensor import ints_from
+from ...base.errors import ExecutionError
+from .._util import unbroadcast
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
+from ..tensor.creation import ints_from
 
 
 def _dense(c: Call, slot: str) -> np.ndarray:

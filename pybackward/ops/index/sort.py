@@ -13,12 +13,12 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from . import _stl
-from .indexing import top_k_indices
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
-from .tensor import norm_axis, scalar_from
+from ...base.errors import ExecutionError
+from .. import _stl
+from .core import top_k_indices
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
+from ..tensor.creation import norm_axis, scalar_from
 
 
 def _x(c: Call, slot: str = "X") -> np.ndarray:

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import LOD_KEY, Call, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import LOD_KEY, Call, register
 
 
 def _env(c: Call):

@@ -3,7 +3,7 @@ tokenizer over a vocabulary and a batch of strings).
 
 read_file reads the file its `filename` attr names, as Paddle's CPU kernel
 does, into a 1-D uint8 tensor of the file's size (an empty file gives shape
-[0]). Like the save / load ops (ops/file_io.py) it runs only with the
+[0]). Like the save / load ops (ops/io/file_io.py) it runs only with the
 executor's file permission (`Executor(files=DIR)`, `run --files DIR`): a
 relative filename is taken from DIR and a path that leaves DIR is refused.
 
@@ -50,9 +50,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, register
 
 
 # --------------------------------------------------------------------------

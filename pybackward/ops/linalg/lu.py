@@ -1,6 +1,5 @@
-"""More linear algebra: the LU family (lu, lu_unpack, lu_solve),
-fill_diagonal / fill_diagonal_tensor, matrix_rank and lstsq (einsum is in
-ops/einsum.py).
+"""The LU family (lu, lu_unpack, lu_solve), fill_diagonal / fill_diagonal_tensor, matrix_rank and
+lstsq.
 
 LU follows LAPACK's getrf, as Paddle's CPU kernel does: partial pivoting
 (the first largest |value| of the column), the factors packed in one matrix
@@ -14,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .linalg_decomp import grad_or_zeros, matrices
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from .decompositions import grad_or_zeros, matrices
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 
 def _t(a: np.ndarray) -> np.ndarray:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._util import unbroadcast
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from .._util import unbroadcast
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 
 def _t(a: np.ndarray) -> np.ndarray:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
-from .tensor import norm_axis, np_dtype
+from ...base import dtypes
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
+from ..tensor.creation import norm_axis, np_dtype
 
 
 def _x(c: Call, slot: str = "X") -> np.ndarray:

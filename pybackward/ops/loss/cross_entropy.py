@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .registry import Call, GradSpec, OpDef, Sample, register
-from .tensor import norm_axis
+from ...base.errors import ExecutionError
+from ..registry import Call, GradSpec, OpDef, Sample, register
+from ..tensor.creation import norm_axis
 
 
 def tolerable_log(p: np.ndarray) -> np.ndarray:

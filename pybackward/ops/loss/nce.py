@@ -28,10 +28,10 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .random import engine
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..random.engine import engine
+from ..registry import Call, Sample, register
 
 _M64 = (1 << 64) - 1
 

@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._unary import cj, complex_box, kinks, no_complex_kernel, unary_op, uniform
-from ._util import broadcast_pair, unbroadcast
-from .paddle_table import paddle_opdef
-from .registry import Call, GradSpec, OpDef, Sample, register
+from ...base.errors import ExecutionError
+from .._unary import cj, complex_box, kinks, no_complex_kernel, unary_op, uniform
+from .._util import broadcast_pair, unbroadcast
+from ..paddle_table import paddle_opdef
+from ..registry import Call, GradSpec, OpDef, Sample, register
 
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 _erf_obj = np.frompyfunc(math.erf, 1, 1)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
-from .tensor import arg_extreme
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
+from ..tensor.creation import arg_extreme
 
 _INTS = "biu"
 

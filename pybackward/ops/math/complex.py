@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._util import unbroadcast
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from .._util import unbroadcast
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 #: Paddle's complex type of each real precision, and back.
 _COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}

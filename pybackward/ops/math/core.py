@@ -11,14 +11,13 @@ import math as _math
 
 import numpy as np
 
-from .. import dtypes
-from ..attrs import AttrType
-from ..errors import ExecutionError
-from ._precision import sum64
-from ._util import normalize_axis, reduce_axes, unbroadcast
-from .control_flow import sum_arrays
-from .registry import (GRAD_SUFFIX, Call, FwdOp, GradOp, GradSpec, OpDef, Sample, fresh_op,
-                       register)
+from ...base import dtypes
+from ...base.attrs import AttrType
+from ...base.errors import ExecutionError
+from .._precision import sum64
+from .._util import normalize_axis, reduce_axes, unbroadcast
+from ..control_flow.cond_while import sum_arrays
+from ..registry import GRAD_SUFFIX, Call, FwdOp, GradOp, GradSpec, OpDef, Sample, fresh_op, register
 
 
 def _arr(v, like: np.ndarray) -> np.ndarray:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._unary import cj, no_int_kernel
-from ._util import broadcast_pair, unbroadcast
-from .paddle_data import paddle_op
-from .paddle_table import paddle_opdef
-from .registry import Call, GradSpec, OpDef, Sample, register
+from ...base.errors import ExecutionError
+from .._unary import cj, no_int_kernel
+from .._util import broadcast_pair, unbroadcast
+from ..paddle_data import paddle_op
+from ..paddle_table import paddle_opdef
+from ..registry import Call, GradSpec, OpDef, Sample, register
 
 XY_OUT = dict(inputs=("X", "Y"), outputs=("Out",), attrs_handled=("axis",))
 

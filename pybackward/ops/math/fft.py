@@ -17,16 +17,16 @@ The FFT ops follow Paddle's CPU kernels (pocketfft):
   scale factor (the adjoint); fft_c2r_grad doubles the bins whose conjugate
   the forward op folded in, as Paddle's FFTFillConjGradFunctor does.
 
-Gradients are Paddle's dL/dRe + i dL/dIm (see ops/complex.py).
+Gradients are Paddle's dL/dRe + i dL/dIm (see ops/math/complex.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
+from ...base.errors import ExecutionError
 from .complex import complex_dtype, real_dtype
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 _NORMS = ("backward", "forward", "ortho")
 

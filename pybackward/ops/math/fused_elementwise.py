@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._util import align_y, unbroadcast
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from .._util import align_y, unbroadcast
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 from .special import erf
 
 _BINARY = ("elementwise_add", "elementwise_mul")

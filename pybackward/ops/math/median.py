@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .indexing import top_k_indices
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from ..index.core import top_k_indices
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 _MODES = ("avg", "min")
 

@@ -1,6 +1,6 @@
-"""More reductions and norms, with slots and grad rules from Paddle's records:
-logsumexp, nansum, reduce_amax / reduce_amin, frobenius_norm, l1_norm,
-norm (l2-normalize), dist, renorm, std and var.
+"""Reductions and norms beyond reduce_*, with slots and grad rules from Paddle's records:
+logsumexp, nansum, reduce_amax / reduce_amin, frobenius_norm, l1_norm, norm (l2-normalize),
+dist, renorm, std and var.
 
 Behaviour probed on Paddle 3.3.1's CPU kernels:
 
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._util import normalize_axis, reduce_axes, unbroadcast
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
-from .tensor import np_dtype
+from ...base.errors import ExecutionError
+from .._util import normalize_axis, reduce_axes, unbroadcast
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
+from ..tensor.creation import np_dtype
 
 
 def _f(c: Call, slot: str) -> np.ndarray:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._util import normalize_axis
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
-from .tensor import np_dtype
+from ...base.errors import ExecutionError
+from .._util import normalize_axis
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
+from ..tensor.creation import np_dtype
 
 
 def _arr(v, like: np.ndarray) -> np.ndarray:

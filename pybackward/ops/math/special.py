@@ -26,10 +26,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._unary import as_dtype, kinks, no_int_kernel, unary_op, uniform
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from .._unary import as_dtype, kinks, no_int_kernel, unary_op, uniform
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 _MACHEP = 1.11022302462515654042e-16
 _MAXLOG = 7.09782712893383996843e2

@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._unary import as_dtype, cj, complex_box, kinks, unary_op, unary_samples, uniform
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from .._unary import as_dtype, cj, complex_box, kinks, unary_op, unary_samples, uniform
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._precision import matmul64
-from .registry import Call, GradSpec, OpDef, Sample, register
+from .._precision import matmul64
+from ..registry import Call, GradSpec, OpDef, Sample, register
 
 _LAYOUTS = ("NCHW", "NHWC", "AnyLayout")
 

@@ -26,8 +26,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from . import conv
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 
 # --------------------------------------------------------------------------

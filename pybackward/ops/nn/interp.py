@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 _NAMES = ("out_d", "out_h", "out_w")
 

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from .registry import Call, FwdOp, GradOp, GradSpec, OpDef, Sample, make_grad_ops, register
+from ..registry import Call, FwdOp, GradOp, GradSpec, OpDef, Sample, make_grad_ops, register
 
 
 def _f(x, like):

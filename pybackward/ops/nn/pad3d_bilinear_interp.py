@@ -1,9 +1,4 @@
-"""nn ops: declared in the registry (see registry.py).
-
-This module registers pad3d and bilinear_interp_v2 and imports the rest of
-the family, each kind in its own module: `conv.py` (conv2d,
-depthwise_conv2d, conv2d_transpose), `pool.py` (pool2d) and `norm.py`
-(batch_norm, layer_norm, group_norm, instance_norm).
+"""pad3d and bilinear_interp_v2, with their grads: both separable per spatial axis.
 
 Both ops here are separable per spatial axis: each axis gets an (out, in)
 matrix (one-hot gathers for pad3d, interpolation weights for bilinear), the
@@ -24,8 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import conv, norm, pool  # noqa: F401  (importing registers the ops)
-from .registry import Call, GradSpec, OpDef, Sample, register
+from ..registry import Call, GradSpec, OpDef, Sample, register
 
 
 def _apply(a: np.ndarray, m: np.ndarray, axis: int) -> np.ndarray:

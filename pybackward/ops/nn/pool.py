@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .conv import four_paddings
-from .registry import Call, GradSpec, OpDef, Sample, register
+from ..registry import Call, GradSpec, OpDef, Sample, register
 
 _FLT_MAX = float(np.finfo(np.float32).max)
 

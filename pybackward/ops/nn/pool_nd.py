@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
 from .pool import distinct
-from .registry import Call, Sample, register
+from ..registry import Call, Sample, register
 
 _FLT_MAX = float(np.finfo(np.float32).max)
 

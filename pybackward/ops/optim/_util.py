@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, register
 
 
 def arr(c: Call, slot: str, i: int = 0) -> np.ndarray:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._optim_util import (adam_ins, arr, first, float_attr, like, one, param, pos, register_optimizer, rs,
-                          scalar, skip_update)
-from .registry import Call, Sample
+from ...base.errors import ExecutionError
+from ._util import (
+    adam_ins, arr, first, float_attr, like, one, param, pos, register_optimizer, rs, scalar, skip_update)
+from ..registry import Call, Sample
 
 
 # --------------------------------------------------------------------------

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .misc_more import input_value
-from .paddle_table import paddle_opdef
-from .registry import Call, register
+from ...base.errors import ExecutionError
+from .._inputs import input_value
+from ..paddle_table import paddle_opdef
+from ..registry import Call, register
 
 _ARCHS = (70, 75, 80, 86, 89, 90)
 

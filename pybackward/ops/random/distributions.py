@@ -1,5 +1,5 @@
-"""More random ops: uniform_random_batch_size_like and randint (Paddle's exact
-stream for a nonzero seed, through ops/random.py's mt19937_64), randperm, and
+"""Random draws with a distribution: uniform_random_batch_size_like and randint (Paddle's exact
+stream for a nonzero seed, through ops/random/engine.py's mt19937_64), randperm, and
 bernoulli, binomial, multinomial, standard_gamma, dirichlet.
 
 The second group has no seed attr: Paddle draws them from its global
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import ExecutionError
-from .misc_more import batch_shape, dtype_attr, input_value
-from .paddle_table import paddle_opdef
-from .random import MT19937_64, engine, uniform_fill
-from .registry import Call, Sample, register
+from ...base import dtypes
+from ...base.errors import ExecutionError
+from ..tensor.constants import batch_shape
+from .._inputs import dtype_attr, input_value
+from ..paddle_table import paddle_opdef
+from .engine import MT19937_64, engine, uniform_fill
+from ..registry import Call, Sample, register
 
 _U64 = (1 << 64) - 1
 

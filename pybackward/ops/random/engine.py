@@ -20,10 +20,10 @@ import math
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import ExecutionError
-from .registry import Call, GradSpec, OpDef, Sample, register
-from .tensor import ints_from, np_dtype
+from ...base import dtypes
+from ...base.errors import ExecutionError
+from ..registry import Call, GradSpec, OpDef, Sample, register
+from ..tensor.creation import ints_from, np_dtype
 
 _MASK64 = (1 << 64) - 1
 

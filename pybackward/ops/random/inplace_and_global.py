@@ -1,4 +1,4 @@
-"""More random ops, drawing from ops/random.py's reimplementation of Paddle's
+"""In-place random fills and the draws from Paddle's global generator, through ops/random/engine.py's reimplementation of Paddle's
 std::mt19937_64 engine:
 
 * uniform_random_inplace, gaussian_inplace: X's shape and dtype filled from
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .random import engine, normal
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from .engine import engine, normal
+from ..registry import Call, Sample, register
 
 
 def _float_x(c: Call, slot: str) -> np.ndarray:
@@ -92,7 +92,7 @@ def _exponential(c: Call):
     return {"Out": (-np.log1p(-u) / x.dtype.type(lam)).astype(x.dtype).reshape(x.shape)}
 
 
-# its grad op is fill_any_like (zeros), whose kernel ops/tensor.py has
+# its grad op is fill_any_like (zeros), whose kernel ops/tensor/creation.py has
 register(paddle_opdef("exponential", _exponential, samples=_x_samples("X", {"lambda": 2.0}),
                       attrs_handled=("lambda",), doc="Out ~ Exp(lambda) in X's shape (X's values unused)"))
 

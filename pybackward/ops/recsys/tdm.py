@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .random import MT19937_64, engine
-from .registry import Call, Sample, register
-from .tensor import np_dtype
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..random.engine import MT19937_64, engine
+from ..registry import Call, Sample, register
+from ..tensor.creation import np_dtype
 
 _M64 = (1 << 64) - 1
 

@@ -45,10 +45,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .misc_more import input_value
-from .paddle_table import paddle_opdef
-from .registry import LOD_KEY, Call, Sample, register
+from ...base.errors import ExecutionError
+from .._inputs import input_value
+from ..paddle_table import paddle_opdef
+from ..registry import LOD_KEY, Call, Sample, register
 
 
 def abs_offsets(lod: list) -> list[np.ndarray]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 #: scheme -> (number of tag types, begin, inside, end, single); -1: the scheme has no such tag
 _SCHEMES = {"IOB": (2, 0, 1, -1, -1), "IOE": (2, -1, 0, 1, -1), "IOBES": (4, 0, 1, 2, 3), "plain": (1, -1, -1, -1, -1)}

@@ -1,5 +1,5 @@
 """Convolutions over LoD sequences: sequence_conv, row_conv, im2sequence, with
-their grads (Paddle 3.3.1's CPU kernels, in NumPy terms; see ops/sequence.py
+their grads (Paddle 3.3.1's CPU kernels, in NumPy terms; see ops/sequence/sequence_ops.py
 for the LoD conventions).
 
 * sequence_conv: row t of each sequence (X's LoD level 0) is the
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import LOD_KEY, Call, Sample, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import LOD_KEY, Call, Sample, register
 
 
 def _level0(c: Call, slot: str, rows: int) -> np.ndarray:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import ExecutionError
-from .misc_more import input_value
-from .paddle_table import paddle_opdef
-from .registry import Call, Sample, register
+from ...base import dtypes
+from ...base.errors import ExecutionError
+from .._inputs import input_value
+from ..paddle_table import paddle_opdef
+from ..registry import Call, Sample, register
 
 
 def _ints(c: Call, slot: str) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Legacy recurrent ops over LoD sequences: lstm, gru (whole sequences) and
 gru_unit (one step), with their grads - Paddle 3.3.1's CPU kernels in NumPy
-terms. (The modern time-major `rnn` op is ops/rnn.py.)
+terms. (The modern time-major `rnn` op is ops/nn/rnn.py.)
 
 lstm and gru read Input `[T, G*D]` (the input projection, already x W_x)
 whose LoD level 0 splits it into sequences, and run them all at once in
@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ExecutionError
-from .paddle_table import paddle_opdef
-from .registry import LOD_KEY, Call, Sample, register
+from ...base.errors import ExecutionError
+from ..paddle_table import paddle_opdef
+from ..registry import LOD_KEY, Call, Sample, register
 
 
 # --------------------------------------------------------------------------

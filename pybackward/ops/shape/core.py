@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 
-from ..errors import ExecutionError
-from ._util import unbroadcast
-from .registry import Call, FwdOp, GradOp, GradSpec, OpDef, Sample, register
-from .tensor import ints_from, norm_axis, out_grads, scalar_from, shape_from_xshape, xshape_of
+from ...base.errors import ExecutionError
+from .._util import unbroadcast
+from ..registry import Call, FwdOp, GradOp, GradSpec, OpDef, Sample, register
+from ..tensor.creation import ints_from, norm_axis, out_grads, scalar_from, shape_from_xshape, xshape_of
 
 
 def _reshape_like_xshape(c: Call):

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import ExecutionError
-from .registry import GRAD_SUFFIX, Call, FwdOp, GradOp, OpDef, Sample, fresh_op, register
+from ...base import dtypes
+from ...base.errors import ExecutionError
+from ..registry import GRAD_SUFFIX, Call, FwdOp, GradOp, OpDef, Sample, fresh_op, register
 
 # --------------------------------------------------------------------------
 # helpers shared by tensor.py, shape.py and indexing.py

@@ -1,0 +1,9 @@
+"""The NumPy interpreter: run a program, forward and backward, and check its gradients.
+
+`executor` (`Executor`, `Scope`: runs blocks op by op through the registry's
+kernels, control flow included), `gradcheck` (`check_gradients`: the
+backward section against finite differences on a float64 copy).
+May import: every layer below it (base, legacy, tensors, ops, analysis, backward).
+"""
+
+from .executor import Executor, Scope  # noqa: F401  (the public names, as before the move)

@@ -1,0 +1,7 @@
+"""Paddle's tensor files: the values a program's vars hold, read and written.
+
+`safe_pickle` (a pickle reader that runs no code from the file),
+`tensor_format` (Paddle's binary tensor record, as `save_combine` writes it),
+`paddle_files` (`.pdparams` / `.pdopt` / `.pdiparams`, per-var files, `.npz`).
+May import: `pybackward.base`, `pybackward.legacy` (the program names the values).
+"""
