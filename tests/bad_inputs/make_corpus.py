@@ -724,7 +724,7 @@ def main(argv: list[str]) -> int:
     files, cases = build()
     wanted = dict(files)
     wanted["cases.json"] = manifest_bytes(cases)
-    keep = set(wanted) | {"make_corpus.py", "README.md", "__pycache__"}
+    keep = set(wanted) | {"make_corpus.py", "README.md", "__pycache__", "pir"}
     if "--check" in argv:
         stale = [n for n, b in wanted.items() if not (HERE / n).exists() or (HERE / n).read_bytes() != b]
         extra = [p.name for p in HERE.iterdir() if p.name not in keep]
