@@ -3,7 +3,7 @@
 For each `programs/<case>/{startup,forward,backward}.pb` this parses the file with
 `paddle.static.Program.parse_from_string` (legacy IR) and writes `str(program)`
 - what `print(program)` shows, `Program._to_readable_code()` - to
-`paddle_text/<case>/<file>.txt`. `tests/test_paddle_text.py` compares
+`paddle_text/<case>/<file>.txt`. `tests/views/test_paddle_text.py` compares
 `pybackward show --format paddle` with these files, without Paddle.
 
     FLAGS_enable_pir_api=0 /path/to/paddle/venv/bin/python testdata/gen_paddle_text.py [CASE...]

@@ -25,6 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTDATA = ROOT / "testdata"
 PROGRAMS = TESTDATA / "programs"
 
+# tests/ mirrors the package layout (tests/ops/, tests/views/, ...); a test module may use
+# another's helpers (`from test_kernels_vs_paddle import _compare`) wherever it lives.
+for _dir in sorted(p for p in Path(__file__).resolve().parent.iterdir()
+                   if p.is_dir() and not p.name.startswith((".", "_")) and any(p.glob("test_*.py"))):
+    if str(_dir) not in sys.path:
+        sys.path.append(str(_dir))
+
 
 def golden_cases() -> list[str]:
     return sorted(p.name for p in PROGRAMS.iterdir() if (p / "case.json").exists())

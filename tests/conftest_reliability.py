@@ -2,7 +2,7 @@
 prints it in the terminal summary (whatever -r flags are given).
 
 Loaded by `pytest_plugins = ["conftest_reliability"]` in test_bad_inputs.py,
-test_atomicity.py, test_fuzz.py and test_random_programs.py; tests add to the
+tests/legacy/test_atomicity.py, test_fuzz.py and test_random_programs.py; tests add to the
 counters with `record("fuzz: byte-level examples", 1)`.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ OUTCOMES: dict[str, "collections.Counter[str]"] = collections.defaultdict(collec
 
 MODULES = {
     "test_bad_inputs.py": "bad-input corpus",
-    "test_atomicity.py": "atomicity under faults",
+    "tests/legacy/test_atomicity.py": "atomicity under faults",
     "test_fuzz.py": "fuzzing",
     "test_random_programs.py": "random programs",
 }

@@ -9,6 +9,7 @@ with a deliberately false contract, which must all fail.
 """
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -109,3 +110,17 @@ def test_a_bad_import_breaks_its_contract(tmp_path, path, code, contract, what):
     broken = out[out.index("Broken contracts"):] if "Broken contracts" in out else ""
     assert f"{' '.join(names[contract].split())} BROKEN" in out and names[contract].split(":")[0] in broken, \
         f"{what}: expected contract {contract!r} broken:\n{r.stdout}"
+
+
+def test_the_tree_says_what_is_where():
+    """Every package says what it holds and may import; no module is named after a work order."""
+    undocumented, vague = [], []
+    for path in sorted((ROOT / "pybackward").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text())):
+            undocumented.append(rel)
+        stem = path.stem
+        if stem.endswith(("_more", "_extra")) or stem.startswith(("misc", "last_")):
+            vague.append(rel)
+    assert not undocumented, f"packages without a docstring: {undocumented}"
+    assert not vague, f"modules named after a work order, not their contents: {vague}"

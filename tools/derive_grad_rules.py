@@ -28,7 +28,7 @@ Sources: `I:S` / `O:S` the forward op's input / output slot S, `OG:S` the
 gradients of output slot S, `IG:S` the gradients of input slot S (dropped,
 or kept as @EMPTY@, when in the no-grad set). A slot that matches no source
 is recorded as such: the op then needs a hand-written maker in its family
-module (tests/test_grad_makers.py says which). The templates are facts about
+module (tests/ops/test_grad_makers.py says which). The templates are facts about
 Paddle's ops (like backward.yaml), and every recorded variant - dispensable
 inputs absent, each input in the no-grad set - is checked against them by the
 tests, not just the variant they were read from.

@@ -2,7 +2,7 @@
 
 pybackward's float32 results must stay within Paddle's own float32-vs-float64
 distance on the same inputs (issue #22 item 3, checked on a deep CNN by
-tests/test_float32_numerics.py). Two float32 computations that both
+tests/interpreter/test_float32_numerics.py). Two float32 computations that both
 accumulate in float32 differ from the exact result by errors of the same
 size but at different elements, so the long sums (GEMMs over N*OH*OW in a
 convolution's filter gradient, reductions over many elements) accumulate in

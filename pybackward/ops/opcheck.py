@@ -2,7 +2,7 @@
 
 This exercises an op's three declarations together - forward kernel, grad
 maker and grad kernel - without building a program, so every op with
-`samples` is checked the moment it is registered (tests/test_ops_registry.py
+`samples` is checked the moment it is registered (tests/ops/test_registry.py
 walks the whole registry with it).
 """
 from __future__ import annotations

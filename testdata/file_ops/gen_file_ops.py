@@ -9,7 +9,7 @@ Writes, beside this script:
   load.pb       load("in/w.t") -> w; load_combine("in/ab.comb") -> a, b; z = w + a * b
   in/           the files load.pb reads (written by Paddle's save ops from values.npz)
   values.npz    x, and w, a, b (the loaded values), and z as Paddle computed it
-pybackward's interpreter must write byte-identical files and compute Paddle's z (tests/test_file_ops.py).
+pybackward's interpreter must write byte-identical files and compute Paddle's z (tests/ops/test_io_file_ops.py).
 """
 import os
 import pathlib

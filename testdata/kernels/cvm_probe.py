@@ -1,4 +1,4 @@
-"""Paddle 3.3.1's cvm / cvm_grad values with use_cvm and a nonzero CVM (static, CPU), for tests/test_ops_misc.py.
+"""Paddle 3.3.1's cvm / cvm_grad values with use_cvm and a nonzero CVM (static, CPU), for tests/ops/test_kernel_cases.py.
 
     FLAGS_enable_pir_api=0 /path/to/paddle/python testdata/kernels/cvm_probe.py > testdata/kernels/cvm.ref.json
 """

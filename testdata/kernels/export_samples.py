@@ -12,7 +12,7 @@ against Paddle's own CPU kernels in two steps:
    one-op program in float32 and float64, takes `paddle.static.gradients` of
    that loss, and writes `<family>.paddle.{json,npz}`.
 
-`tests/test_kernels_vs_paddle.py` then compares pybackward's forward and grad
+`tests/ops/test_kernels_vs_paddle.py` then compares pybackward's forward and grad
 kernels with Paddle's values, without Paddle.
 
     python testdata/kernels/export_samples.py [--family activation ...] [--ops a,b]

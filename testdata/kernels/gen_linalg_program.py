@@ -1,5 +1,5 @@
 """A program of the decompositions (eigh, eigvalsh, cholesky, svd, qr, einsum,
-lu) for tests/test_ops_linalg_more.py: the forward program Paddle 3.3.1 builds
+lu) for tests/ops/test_linalg.py: the forward program Paddle 3.3.1 builds
 (op by op, with block.append_op: its Python linalg API needs PIR), and
 Paddle's loss value and gradients w.r.t. its two inputs.
 

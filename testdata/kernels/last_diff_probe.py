@@ -1,4 +1,4 @@
-"""Paddle 3.3.1 values tests/test_ops_last_diff.py compares with, float32 and float64:
+"""Paddle 3.3.1 values tests/ops/test_index_elementwise_eig_pyramid_hash.py compares with, float32 and float64:
 
 * eig and eig_grad on REAL X (keys `<case>|...`, cases real_spectrum, pair, batch_pairs, one);
 * forwards of registry samples whose gradient Paddle's legacy executor refuses

@@ -1,4 +1,4 @@
-"""Paddle 3.3.1's median / nanmedian values on ties, integers and NaNs (dygraph, CPU), for tests/test_ops_misc.py.
+"""Paddle 3.3.1's median / nanmedian values on ties, integers and NaNs (dygraph, CPU), for tests/ops/test_kernel_cases.py.
 
     FLAGS_enable_pir_api=0 /path/to/paddle/python testdata/kernels/median_probe.py > testdata/kernels/median_ties.ref.json
 """

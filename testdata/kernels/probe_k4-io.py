@@ -2,7 +2,7 @@
 collectives, read_file, decode_jpeg, faster_tokenizer. Each op runs alone in a one-op legacy program
 with paddle.static.Executor(paddle.CPUPlace()) in one process; the script prints, per op, either
 "RUNS" with the fetched values or the exact error Paddle raises (its kind and first message line).
-The values it prints for read_file and faster_tokenizer are what tests/test_ops_io_ops.py compares
+The values it prints for read_file and faster_tokenizer are what tests/ops/test_io_read_file_tokenizer.py compares
 pybackward's kernels with (testdata/kernels/io_ops.ref.json, written by this script).
 
     FLAGS_enable_pir_api=0 /path/to/paddle/python testdata/kernels/probe_k4-io.py > testdata/kernels/probe_k4-io.txt

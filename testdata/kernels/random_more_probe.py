@@ -1,4 +1,4 @@
-"""Paddle 3.3.1's values for the random_more ops (dygraph, CPU), for tests/test_ops_misc.py.
+"""Paddle 3.3.1's values for the random_more ops (dygraph, CPU), for tests/ops/test_kernel_cases.py.
 
     FLAGS_enable_pir_api=0 /path/to/paddle/python testdata/kernels/random_more_probe.py > testdata/kernels/random_more.ref.json
 """

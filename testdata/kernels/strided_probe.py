@@ -1,4 +1,4 @@
-"""Paddle 3.3.1 dygraph values for as_strided, index_select_strided, view_shape (tests/test_ops_misc.py).
+"""Paddle 3.3.1 dygraph values for as_strided, index_select_strided, view_shape (tests/ops/test_kernel_cases.py).
 
     FLAGS_enable_pir_api=0 /path/to/paddle/python testdata/kernels/strided_probe.py > testdata/kernels/strided.ref.json
 """

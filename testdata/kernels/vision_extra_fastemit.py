@@ -1,5 +1,5 @@
 """Paddle 3.3.1's warprnnt with FastEmit (fastemit_lambda 0.5), for
-tests/test_ops_vision.py: FastEmit changes the gradient but not the loss, so
+tests/ops/test_nn_detection_quant.py: FastEmit changes the gradient but not the loss, so
 finite differences cannot check it and the registry's samples keep lambda 0.
 
     /path/to/paddle/python testdata/kernels/vision_extra_fastemit.py

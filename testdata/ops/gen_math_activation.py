@@ -11,7 +11,7 @@ what Paddle's own grad op computes for ``Out@GRAD = cot``.
 Writes ``math_activation.json`` (per case: op type, attrs, input/output slots)
 and ``math_activation.npz`` (keys ``<case>/in/<slot>/<i>``,
 ``<case>/out/<slot>``, ``<case>/cot``, ``<case>/grad/<slot>/<i>``) beside this
-script. The tests (tests/test_ops_activation.py, tests/test_ops_math.py) read
+script. The tests (tests/ops/test_math_activation.py, tests/ops/test_math_core.py) read
 them; they never need Paddle.
 
     /path/to/paddle/venv/bin/python testdata/ops/gen_math_activation.py

@@ -6,7 +6,7 @@
 Paddle's CPU kernels sort (value, index) pairs with libstdc++'s unstable
 algorithms, so which index a tie reports is decided by the algorithm; the
 registry's finite-difference samples cannot hold ties (the gradient is not
-defined there), so these cases are checked by tests/test_ops_sort.py against
+defined there), so these cases are checked by tests/ops/test_index_sort.py against
 the values recorded here. Writes sort_ties.json next to this script.
 """
 from __future__ import annotations

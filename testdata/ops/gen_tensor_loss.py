@@ -136,7 +136,7 @@ case("slice_decrease_all", "slice", {"Input": [randn(3, 4)]},
      {"axes": [0, 1], "starts": [1, 2], "ends": [2, 3], "decrease_axis": [0, 1], "infer_flags": [1, 1]}, loss=["Out"])
 case("slice_empty", "slice", {"Input": [randn(3, 4)]}, {"axes": [1], "starts": [3], "ends": [1]})
 # Paddle 3.3.1's slice kernel ignores a negative axis (Out == Input) and slice_grad
-# segfaults on it; pybackward rejects negative axes (test_ops_tensor.py checks both).
+# segfaults on it; pybackward rejects negative axes (tests/ops/test_tensor_shape_index.py checks both).
 case("slice_neg_axis", "slice", {"Input": [randn(3, 4)]}, {"axes": [-1], "starts": [1], "ends": [-1]})
 case("slice_tensors", "slice", {"Input": [randn(3, 6)], "StartsTensor": [np.array([1, 2], I64)],
                                 "EndsTensorList": [np.array([3], I64), np.array([-1], np.int32)]},

@@ -5,7 +5,7 @@ Each case directory holds the static program Paddle builds (one `rnn` op,
 ``forward.pb``), Paddle's backward program (``backward.pb``), and
 ``ref.npz``: the feeds, the parameters, and the values Paddle's Executor
 computed - the outputs and the gradients of a weighted sum of them with
-respect to the input, the initial states and every weight. tests/test_ops_rnn.py
+respect to the input, the initial states and every weight. tests/ops/test_nn_rnn.py
 checks pybackward's kernels against them.
 
 Run with the Paddle interpreter::

@@ -2,7 +2,7 @@
 
 Run with a Python that has paddlepaddle==3.3.1:
     FLAGS_enable_pir_api=0 python testdata/schema/dump_paddle_descriptor.py
-tests/test_schema.py compares pybackward's schema with this snapshot.
+tests/legacy/test_schema.py compares pybackward's schema with this snapshot.
 """
 import os
 import pathlib

@@ -9,7 +9,7 @@ loss = weighted sum of the pooled rows. ``forward.pb`` is the program without
 its backward (pybackward appends it), ``ref.npz`` the feeds (x with its LoD as
 ``x@LOD0``, the form `pybackward run --feeds` reads), the parameters, and what
 Paddle's Executor fetched: the loss, Hidden of lstm and gru, and the gradients
-of x and of every parameter (their LoDs in ``case.json``). tests/test_ops_sequence.py checks the
+of x and of every parameter (their LoDs in ``case.json``). tests/ops/test_sequence.py checks the
 interpreter against them.
 
     FLAGS_enable_pir_api=0 /path/to/paddle/venv/bin/python testdata/sequence/gen_sequence.py

@@ -15,7 +15,7 @@ gradient clipping (clip_by_norm, clip) and L2 regularization. Written under
   three steps of Paddle's Executor on CPU;
 * `case.json`: the optimizer, its arguments, the param and loss names.
 
-tests/test_ops_optimizer.py runs main.pb three times with pybackward's
+tests/ops/test_optim.py runs main.pb three times with pybackward's
 interpreter from init.npz and compares. Run with Paddle's Python (no
 pybackward needed); its outputs are committed:
 

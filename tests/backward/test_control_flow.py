@@ -2,7 +2,7 @@
 
 The golden control-flow programs (every case whose forward program has
 sub-blocks) are checked here beyond the byte comparison of
-test_backward_golden.py:
+tests/backward/test_backward_golden.py:
 
 * the interpreter, on Paddle's own backward program and on pybackward's,
   reproduces the gradient values Paddle's Executor computed (grads.npz);

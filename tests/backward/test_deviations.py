@@ -189,7 +189,7 @@ def test_writes_to_two_slots_of_a_tensor_array_are_not_a_var_written_twice():
     """write_to_array updates one slot in place: two writes into one array
     (slots 0 and 1) are both differentiated, with no deviation (as Paddle)."""
     from pathlib import Path
-    here = Path(__file__).resolve().parent.parent / "testdata" / "arrays" / "to_tensor_1_concat"
+    here = Path(__file__).resolve().parents[2] / "testdata" / "arrays" / "to_tensor_1_concat"
     ref = dict(np.load(here / "ref.npz"))
     prog = pybackward.load(here / "forward.pb")
     with warnings.catch_warnings():

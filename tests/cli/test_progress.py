@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from pybackward_cli.main import cli
 from pybackward_cli.progress import Progress
 
-PROGRAMS = Path(__file__).parent.parent / "testdata" / "programs"
+PROGRAMS = Path(__file__).resolve().parents[2] / "testdata" / "programs"
 FIT = PROGRAMS / "fit_a_line" / "forward.pb"
 
 

@@ -2,14 +2,14 @@
 
 Paddle's convention for a real loss L and a complex input z is
 dL/dRe(z) + i dL/dIm(z), so a grad kernel computes dOut * conj(dOut/dX)
-(opcheck's complex finite differences, tests/test_ops_complex.py). This file
+(opcheck's complex finite differences, tests/ops/test_math_complex_fft.py). This file
 sweeps the registry generically: for every op with a kernel, a grad and
 samples whose Paddle CPU kernel registers complex64 / complex128
 (testdata/kernels/cpu_kernels.json), each sample's float inputs are replaced
 by random complex ones of the same shapes and the op's grad kernels are
 checked by central finite differences. A grad kernel that forgets a
 conjugate fails here. Values against Paddle's own complex kernels are in
-tests/test_kernels_vs_paddle.py (the complex samples of each family).
+tests/ops/test_kernels_vs_paddle.py (the complex samples of each family).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import Sample
 
-CPU_KERNELS = json.loads((pathlib.Path(__file__).resolve().parent.parent / "testdata" / "kernels"
+CPU_KERNELS = json.loads((pathlib.Path(__file__).resolve().parents[2] / "testdata" / "kernels"
                           / "cpu_kernels.json").read_text())["ops"]
 OPS = registry.all_ops()
 

@@ -20,7 +20,7 @@ from pybackward.interpreter.gradcheck import check_gradients
 from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck
 
-ARRAYS = Path(__file__).resolve().parent.parent / "testdata" / "arrays"
+ARRAYS = Path(__file__).resolve().parents[2] / "testdata" / "arrays"
 
 
 def _ref(case: str) -> dict:

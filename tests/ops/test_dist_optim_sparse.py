@@ -1,5 +1,5 @@
 """class_center_sample, dgc_clip_by_norm, dgc_momentum, set, sparse_momentum and
-the SelectedRows ops (ops/dist/class_center_sample.py) beyond tests/test_kernels_vs_paddle.py:
+the SelectedRows ops (ops/dist/class_center_sample.py) beyond tests/ops/test_kernels_vs_paddle.py:
 float32 runs of samples Paddle registers for float32 only, unseeded draws by
 invariants, Paddle's values for SelectedRows inputs (from
 testdata/kernels/probe_k4-graph.py) on their dense equivalents, errors."""
@@ -11,7 +11,7 @@ import pytest
 from pybackward.base.errors import ExecutionError
 from pybackward.ops import registry
 from pybackward.ops.registry import Call
-from test_ops_graph_sample import float32_runs, run
+from test_graph_sampling_tdm import float32_runs, run
 
 
 def test_float32_runs_equal_paddle():

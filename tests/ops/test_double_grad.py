@@ -3,7 +3,7 @@
 The expected slots were read off live Paddle (gradients of y = f(x), then
 gradients of the first gradient squared): e.g. relu_grad_grad reads Out and
 grad_x@GRAD and writes grad_out@GRAD. Values are checked by finite
-differences in tests/test_ops_registry.py (test_double_grad_kernel_...).
+differences in tests/ops/test_registry.py (test_double_grad_kernel_...).
 """
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ import pytest
 from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck
 from pybackward.ops.fusion.inference import xxh64
-from test_ops_decode_beam import compare_with_paddle, paddle_runs
+from test_sequence_beam_search import compare_with_paddle, paddle_runs
 
-KDIR = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "kernels"
+KDIR = pathlib.Path(__file__).resolve().parents[2] / "testdata" / "kernels"
 
 
 @pytest.mark.parametrize("family,name,dtype", [p for p in paddle_runs("fused_infer")

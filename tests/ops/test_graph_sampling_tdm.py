@@ -1,5 +1,5 @@
 """Graph sampling and TDM kernels (ops/graph/sampling.py, ops/recsys/tdm.py) beyond the
-samples compared with Paddle (tests/test_kernels_vs_paddle.py): the random
+samples compared with Paddle (tests/ops/test_kernels_vs_paddle.py): the random
 draws Paddle seeds from std::random_device, checked by invariants and
 statistics; float32 runs of samples Paddle refuses in float64; errors."""
 from __future__ import annotations

@@ -37,11 +37,11 @@ PADDLE_REFUSES = {
     "elementwise_pow-1": "Paddle 3.3.1's pow kernel ignores axis and refuses mid-axis broadcasting",
     **{f"elementwise_mod-{i}": "Paddle 3.3.1 has no CPU kernel for remainder_grad (elementwise_mod's grad op)"
        for i in range(4)},
-    # float32-only Paddle kernels: float32 is checked by tests/test_ops_nn_more.py
+    # float32-only Paddle kernels: float32 is checked by tests/ops/test_nn_regressions.py
     "hinge_loss-0": "Paddle 3.3.1 registers hinge_loss for float32 only",
     "log_loss-0": "Paddle 3.3.1 registers log_loss for float32 only",
     "log_loss-1": "Paddle 3.3.1 registers log_loss for float32 only",
-    **{f"l1_norm-{i}": "Paddle 3.3.1 registers l1_norm for float32 only (checked by tests/test_ops_reduce_more.py)"
+    **{f"l1_norm-{i}": "Paddle 3.3.1 registers l1_norm for float32 only (checked by tests/ops/test_math_reductions_scans.py)"
        for i in range(2)},
     "lrn-0": "Paddle 3.3.1 registers lrn for float32 only",
     "lrn-1": "Paddle 3.3.1 registers lrn for float32 only",
@@ -64,17 +64,17 @@ PADDLE_REFUSES = {
        for i in (0, 1)},
     # plumbing (ops/control_flow/plumbing.py): ops a one-op legacy program cannot hold
     **{f"fetch_v2-{i}": "fetch_v2 writes the executor's fetch list: the harness's fetch of its Out fails "
-                        "(a copy of X; checked by tests/test_ops_plumbing.py)" for i in (0, 1)},
+                        "(a copy of X; checked by tests/ops/test_control_flow_plumbing.py)" for i in (0, 1)},
     **{f"shadow_output-{i}": "the legacy executor has no shadow_output kernel (a PIR op)" for i in (0, 1)},
     "share_buffer-0": "Paddle's Out shares X's memory but not its dims unless share_dims_and_dtype (then shape "
-                      "()), and with it the one-op program cannot fetch XOut; tests/test_ops_plumbing.py checks "
+                      "()), and with it the one-op program cannot fetch XOut; tests/ops/test_control_flow_plumbing.py checks "
                       "the values",
     "nce-3": "float64 run: the harness casts CustomDistProbs/AliasProbs to float64, Paddle's nce kernel reads "
              "them only as float32 (the float32 run equals pybackward's: Paddle's alias draws reproduced)",
     "solve-3": "Y a batch of vectors: legacy shape inference declares Out like X, so the one-op "
                "program's backward fails to broadcast; dygraph Paddle gives pybackward's values",
     # sequence families (ops/sequence/sequence_ops.py, seq_conv.py, rnn_legacy.py): float32-only Paddle kernels,
-    # their float32 values are checked by tests/test_ops_sequence.py
+    # their float32 values are checked by tests/ops/test_sequence.py
     **{f"sequence_conv-{i}": "Paddle 3.3.1's sequence_conv registers float64 but its context projection "
                              "reads the data as float32 and fails" for i in range(6)},
     **{f"row_conv-{i}": "Paddle 3.3.1 registers row_conv for float32 only" for i in range(3)},
@@ -85,11 +85,11 @@ PADDLE_REFUSES = {
     **{f"einsum-{i}": "'...' equation: Paddle 3.3.1's legacy einsum op reads uninitialised label sizes for it "
                       "(garbage sizes in its error; its Python API writes letters and unsqueezes instead, as "
                       "einsum-10); dygraph paddle.einsum gives pybackward's values and gradients to 1e-15" for i in (11, 12)},
-    # family optimizer / misc_more: float32-only Paddle kernels (float32 checked by tests/test_ops_optimizer.py)
+    # family optimizer / misc_more: float32-only Paddle kernels (float32 checked by tests/ops/test_optim.py)
     **{f"ftrl-{i}": "Paddle 3.3.1 registers ftrl for float32 only" for i in range(2)},
     "decayed_adagrad-0": "Paddle 3.3.1 registers decayed_adagrad for float32 only",
     **{f"clip_by_norm-{i}": "Paddle 3.3.1 registers clip_by_norm for float32 only" for i in range(2)},
-    **{f"auc-{i}": "Paddle 3.3.1 registers auc for float32 only (checked by tests/test_ops_optimizer.py)"
+    **{f"auc-{i}": "Paddle 3.3.1 registers auc for float32 only (checked by tests/ops/test_optim.py)"
        for i in range(2)},
     # complex / fft families
     **{f"stft-{i}": "onesided=False: Paddle 3.3.1's CPU stft kernel allocates its one-sided spectrum as "
@@ -97,17 +97,17 @@ PADDLE_REFUSES = {
        for i in (2, 3)},
     # misc_extra / graph / median / random_more (k-misc)
     **{f"linear_v2-{i}": "Paddle 3.3.1's linear_v2 shape inference refuses a float64 bias (is_valid_bias); "
-                         "float32 is compared by tests/test_ops_misc.py" for i in (0, 1)},
+                         "float32 is compared by tests/ops/test_kernel_cases.py" for i in (0, 1)},
     **{f"as_strided-{i}": "the legacy executor has no as_strided kernel (strided layout only); dygraph values "
-                          "are checked by tests/test_ops_misc.py" for i in range(4)},
+                          "are checked by tests/ops/test_kernel_cases.py" for i in range(4)},
     **{f"index_select_strided-{i}": "the legacy executor has no index_select_strided kernel (strided layout "
-                                    "only); dygraph values are checked by tests/test_ops_misc.py" for i in range(3)},
+                                    "only); dygraph values are checked by tests/ops/test_kernel_cases.py" for i in range(3)},
     # complex grads (k-conj): Paddle's legacy reduce_prod op has a complex kernel for reduce_all only
     "reduce_prod-6": "complex input reduced over dim=[1]: Paddle 3.3.1's legacy reduce_prod op finds no "
                      "complex kernel ('no kernels registered'); reduce_all (reduce_prod-7) runs",
     # --- vision / detection / quant families (ops/quant/fake_quant.py, vision_more.py, detection.py) ---
     # graph_sample / tdm / sparse_misc (k4-graph): their float32 runs are compared by
-    # tests/test_ops_graph_sample.py and tests/test_ops_sparse_misc.py
+    # tests/ops/test_graph_sampling_tdm.py and tests/ops/test_dist_optim_sparse.py
     "graph_sample_neighbors-3": "sample_size -1: Paddle 3.3.1's CPU kernel resizes a vector to -1 and fails "
                                 "(vector::_M_default_append); pybackward returns every neighbour, the API's meaning",
     **{f"weighted_sample_neighbors-{i}": "float64 run: the harness casts edge_weight to float64, Paddle's kernel "
@@ -117,8 +117,8 @@ PADDLE_REFUSES = {
        for i in range(3)},
     **{f"{op}-{i}": f"Paddle 3.3.1 registers {op} for float32 only" for op in ("dgc_clip_by_norm", "dgc_momentum")
        for i in range(4)},
-    # float32-only Paddle kernels: their float32 values are compared by tests/test_ops_vision.py
-    **{f"{op}-{i}": f"Paddle 3.3.1 registers {op} for float32 only (checked by tests/test_ops_vision.py)"
+    # float32-only Paddle kernels: their float32 values are compared by tests/ops/test_nn_detection_quant.py
+    **{f"{op}-{i}": f"Paddle 3.3.1 registers {op} for float32 only (checked by tests/ops/test_nn_detection_quant.py)"
        for op, n in (("fake_quantize_abs_max", 3), ("fake_channel_wise_quantize_abs_max", 3),
                      ("fake_quantize_dequantize_abs_max", 3), ("fake_channel_wise_quantize_dequantize_abs_max", 3),
                      ("fake_quantize_moving_average_abs_max", 3),
@@ -141,18 +141,18 @@ PADDLE_REFUSES = {
     # --- last differentiable ops (ops/index/index_elementwise.py) ---
     "index_elementwise_get-4": "two index tensors: Paddle's legacy executor refuses index_elementwise_get_grad "
                                "('DataType of ... slot Variable index must be consistent'); the forward equals "
-                               "Paddle's (tests/test_ops_last_diff.py)",
+                               "Paddle's (tests/ops/test_index_elementwise_eig_pyramid_hash.py)",
     **{f"pyramid_hash-{i}": "Paddle 3.3.1 registers pyramid_hash for float32 / int8 W only (float32 is checked by "
-                            "tests/test_ops_last_diff.py: DropPos rows past the ones it writes are unset memory)"
+                            "tests/ops/test_index_elementwise_eig_pyramid_hash.py: DropPos rows past the ones it writes are unset memory)"
        for i in range(3)},
     # --- beam search (ops/sequence/beam_search.py, branch k4-fused) ---
     **{f"beam_search-{i}": "Paddle's CPU beam_search reads scores as float32 whatever the dtype: float64 fails "
-                           "its data<float>() check (float32 runs compared by tests/test_ops_decode_beam.py)"
+                           "its data<float>() check (float32 runs compared by tests/ops/test_sequence_beam_search.py)"
        for i in (0, 1, 3, 4)},
-    "beam_search-2": "without ids Paddle's beam_search fails (float32 read as int64); see tests/test_ops_decode_beam.py",
+    "beam_search-2": "without ids Paddle's beam_search fails (float32 read as int64); see tests/ops/test_sequence_beam_search.py",
     # --- inference-only ops (ops/fusion/inference.py, branch k4-fused) ---
     **{f"coalesce_tensor-{i}": "the samples' dtype attr is FP32, so Paddle refuses the float64 inputs (as "
-                               "pybackward does); float32 compared by tests/test_ops_fused_infer.py, which also "
+                               "pybackward does); float32 compared by tests/ops/test_fusion_inference.py, which also "
                                "skips the alignment padding Paddle leaves unset" for i in range(4)},
 }
 
@@ -185,7 +185,7 @@ PADDLE_WRONG = {
           "off by up to 2.5; pybackward's is the erf forward's derivative"
        for c in ("fused_elemwise_activation-8", "fused_elemwise_add_activation-5", "fused_elemwise_add_activation-6")},
     **{f"view_shape-{i}": "the legacy executor's view_shape leaves Out in input's shape (dims ignored); dygraph "
-                          "Paddle gives dims' shape, as pybackward (tests/test_ops_misc.py)" for i in (0, 1)},
+                          "Paddle gives dims' shape, as pybackward (tests/ops/test_kernel_cases.py)" for i in (0, 1)},
     # linalg_more / linalg_decomp (k-sym)
     **{f"eigh-{i}": "batched eigh_grad: Paddle's X@GRAD for a batch differs from the gradient it gives "
                     "each matrix alone (which equals pybackward's and finite differences); forward equal"
@@ -221,14 +221,14 @@ PADDLE_WRONG = {
     # --- last differentiable ops (ops/index/index_elementwise.py) ---
     "index_elementwise_get-6": "a view Paddle walks out of order (input_strides [1, 3]): its forward writes Out "
                                "in walk order, its grad reads Out@GRAD in the view's logical order, so x@GRAD is "
-                               "off finite differences; forwards equal (tests/test_ops_last_diff.py)",
+                               "off finite differences; forwards equal (tests/ops/test_index_elementwise_eig_pyramid_hash.py)",
     **{f"index_elementwise_put_with_tensor-{i}": "float64 value@GRAD: Paddle's kernel steps through it with a 4-byte "
                                                  "element and leaves most of it uninitialised; float32 and every "
-                                                 "other value equal Paddle's (tests/test_ops_last_diff.py)"
+                                                 "other value equal Paddle's (tests/ops/test_index_elementwise_eig_pyramid_hash.py)"
        for i in range(4)},
     "eig-1": "batched eig_grad: Paddle fills the diagonal of every matrix's inner term with the FIRST matrix's "
              "Eigenvalues@GRAD, so X@GRAD beyond the first matrix is off finite differences (by 2.5 here); "
-             "the forward and the first matrix's X@GRAD equal Paddle's (tests/test_ops_last_diff.py)",
+             "the forward and the first matrix's X@GRAD equal Paddle's (tests/ops/test_index_elementwise_eig_pyramid_hash.py)",
 }
 
 

@@ -11,7 +11,7 @@ from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import FwdOp
 
-from test_ops_tensor import PROGRAMS, PaddleCase, paddle_case_names, run
+from test_tensor_shape_index import PROGRAMS, PaddleCase, paddle_case_names, run
 
 LOSS_OPS = {"softmax_with_cross_entropy", "cross_entropy2", "sigmoid_cross_entropy_with_logits", "huber_loss",
             "label_smooth"}

@@ -1,7 +1,7 @@
 """Ops of pybackward/ops/optim/loss_scaling.py the Paddle comparison cannot cover.
 
 (Values here were read from Paddle 3.3.1 where noted; the other samples of
-the family are compared with Paddle by tests/test_kernels_vs_paddle.py.)
+the family are compared with Paddle by tests/ops/test_kernels_vs_paddle.py.)
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import EMPTY_VAR_NAME, FwdOp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 UNARY = ["relu", "sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt", "square", "abs", "leaky_relu",
          "softmax", "log_softmax", "relu6", "elu", "silu", "swish", "hard_swish", "softplus", "reciprocal"]

@@ -1,7 +1,7 @@
 """Complex and spectral ops (ops/math/complex.py, ops/math/fft.py): the complex mode of
 the finite-difference check, a whole program with complex vars, and the
 kernels' edges and errors. Values against Paddle 3.3.1 are in
-tests/test_kernels_vs_paddle.py (families `complex` and `fft`)."""
+tests/ops/test_kernels_vs_paddle.py (families `complex` and `fft`)."""
 from __future__ import annotations
 
 import numpy as np

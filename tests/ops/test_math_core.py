@@ -23,7 +23,7 @@ from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import EMPTY_VAR_NAME, FwdOp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 REDUCE = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"]
 OPS = ["mul", "matmul", "matmul_v2", "bmm", "scale", "sum", "mean", *REDUCE, "p_norm", "squared_l2_norm", "cumsum"]

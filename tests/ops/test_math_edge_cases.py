@@ -1,6 +1,6 @@
 """Edge cases of the activation / unary-math / special / binary / compare
 kernels that the registry samples (finite differences, and Paddle's values
-in tests/test_kernels_vs_paddle.py) do not reach: integer dtypes, poles,
+in tests/ops/test_kernels_vs_paddle.py) do not reach: integer dtypes, poles,
 infinities, NaN, out-of-range shifts, division by zero. Every expected value
 here was read off Paddle 3.3.1's CPU kernels (legacy static graph).
 """

@@ -9,7 +9,7 @@ references written here independently.
   makers must produce the grad ops Paddle wrote there;
 * loop references: direct per-pixel definitions of the ops.
 
-Finite-difference checks of every op are in tests/test_ops_registry.py.
+Finite-difference checks of every op are in tests/ops/test_registry.py.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import GRAD_SUFFIX, FwdOp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OPS_DATA = ROOT / "testdata" / "ops"
 PROGRAMS = ROOT / "testdata" / "programs"
 

@@ -1,6 +1,6 @@
 """Kernels of the vision, detection and quantization families (ops/quant/fake_quant.py,
 ops/nn/deformable_conv.py, ops/detection/boxes.py) against Paddle 3.3.1, where the shared
-test (tests/test_kernels_vs_paddle.py) cannot: Paddle registers the fake
+test (tests/ops/test_kernels_vs_paddle.py) cannot: Paddle registers the fake
 quantization kernels for float32 only, so their float64 run is refused and
 their float32 values are compared here (testdata/kernels/<family>.paddle.*)."""
 from __future__ import annotations

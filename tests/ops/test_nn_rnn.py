@@ -4,7 +4,7 @@ built, Paddle's backward program and what Paddle's Executor computed
 (testdata/rnn/gen_rnn.py). The interpreter must reproduce the outputs and
 every gradient, on Paddle's backward program and on the one pybackward's pass
 appends; finite differences are covered by the registry-wide samples
-(tests/test_ops_registry.py) and by a float64 program check here.
+(tests/ops/test_registry.py) and by a float64 program check here.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pybackward.interpreter.gradcheck import check_gradients
 from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck
 
-RNN = Path(__file__).resolve().parent.parent / "testdata" / "rnn"
+RNN = Path(__file__).resolve().parents[2] / "testdata" / "rnn"
 CASES = sorted(p.name for p in RNN.iterdir() if (p / "case.json").exists())
 
 #: Cases where Paddle 3.3.1's rnn_grad is wrong, and why. pybackward computes

@@ -13,7 +13,7 @@ import pytest
 from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck
 
-KDIR = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "kernels"
+KDIR = pathlib.Path(__file__).resolve().parents[2] / "testdata" / "kernels"
 _CASES = json.loads((KDIR / "weight_quant.refs.json").read_text())
 _REFS = np.load(KDIR / "weight_quant.refs.npz")
 

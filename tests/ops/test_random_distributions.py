@@ -1,7 +1,7 @@
 """Random ops of pybackward/ops/random/distributions.py that no program can make
 reproduce Paddle's values (they draw from Paddle's global generator): their
 distributions. (uniform_random_batch_size_like and randint are compared with
-Paddle's exact values by tests/test_kernels_vs_paddle.py.)"""
+Paddle's exact values by tests/ops/test_kernels_vs_paddle.py.)"""
 from __future__ import annotations
 
 import numpy as np

@@ -10,7 +10,7 @@ import pybackward
 from pybackward.base.errors import ExecutionError
 from pybackward.ops.random.engine import MT19937_64
 
-from test_ops_tensor import PROGRAMS, PaddleCase, paddle_case_names, run
+from test_tensor_shape_index import PROGRAMS, PaddleCase, paddle_case_names, run
 
 RANDOM_OPS = {"uniform_random", "gaussian_random", "truncated_gaussian_random", "seed", "dropout"}
 CASES = paddle_case_names(RANDOM_OPS)

@@ -20,13 +20,13 @@ NO_FD = {
     "increment": "its grad maker emits Paddle's reverse increment (it restores a loop counter), "
                  "which is not a gradient",
     # --- vision / detection / quant families: straight-through estimators (Paddle's grad is
-    # Out@GRAD itself, not the derivative of the rounding); tests/test_ops_vision.py checks them ---
+    # Out@GRAD itself, not the derivative of the rounding); tests/ops/test_nn_detection_quant.py checks them ---
     **{t: "straight-through estimator: X@GRAD = Out@GRAD by design (Paddle's grad kernel)"
        for t in ("fake_quantize_dequantize_abs_max", "fake_channel_wise_quantize_dequantize_abs_max",
                  "fake_quantize_dequantize_moving_average_abs_max", "moving_average_abs_max_scale")},
     # --- last differentiable ops (ops/index/index_elementwise.py) ---
     "pyramid_hash": "Paddle's pyramid_hash_grad computes no gradient (X is int32 ids; it takes an in-place SGD "
-                    "step on W instead); tests/test_ops_last_diff.py checks the op against Paddle",
+                    "step on W instead); tests/ops/test_index_elementwise_eig_pyramid_hash.py checks the op against Paddle",
 }
 
 
@@ -53,17 +53,17 @@ def test_grad_kernel_matches_finite_differences(op_type, index):
 
 #: Ops that cannot be run alone: they execute a sub-block or a tensor array of
 #: the program around them. Their gradients are checked end to end on whole
-#: programs (tests/test_control_flow.py), by finite differences there.
+#: programs (tests/backward/test_control_flow.py), by finite differences there.
 NEEDS_A_PROGRAM = {"conditional_block", "while", "read_from_array", "write_to_array", "select_output",
                    "select_input", "array_length",
                    # file ops (Paddle: no grad maker at all): they need files and Executor(files=DIR),
-                   # tests/test_file_ops.py runs them against Paddle's files
+                   # tests/ops/test_io_file_ops.py runs them against Paddle's files
                    "save", "load", "save_combine", "load_combine",
                    # k4-io: Paddle records "no grad maker" for it; its inputs are a vocabulary and strings, not
-                   # arrays a Sample holds; tests/test_ops_io_ops.py compares it with Paddle's values
+                   # arrays a Sample holds; tests/ops/test_io_read_file_tokenizer.py compares it with Paddle's values
                    "faster_tokenizer",
                    # k4-graph: Paddle's input is a SelectedRows and it registers no grad maker ("none", an
-                   # error on the gradient path); tests/test_ops_sparse_misc.py checks it with Paddle's values
+                   # error on the gradient path); tests/ops/test_dist_optim_sparse.py checks it with Paddle's values
                    "get_tensor_from_selected_rows"}
 
 
@@ -137,7 +137,7 @@ def test_block_attrs_are_paddles():
     BLOCK attr on it (wire.check_block_attrs)."""
     import json
     from pathlib import Path
-    recorded = json.loads((Path(__file__).parent.parent / "testdata" / "grad_makers" /
+    recorded = json.loads((Path(__file__).resolve().parents[2] / "testdata" / "grad_makers" /
                            "block_attrs.json").read_text())
     for op_type, opdef in OPS.items():
         fwd = opdef.grad_of or op_type

@@ -1,7 +1,7 @@
 """beam_search (ops/sequence/beam_search.py) against Paddle 3.3.1's CPU values.
 
 Paddle's CPU beam_search reads scores as float32 whatever the kernel's dtype,
-so its float64 runs fail and tests/test_kernels_vs_paddle.py skips these
+so its float64 runs fail and tests/ops/test_kernels_vs_paddle.py skips these
 cases (PADDLE_REFUSES); here every run Paddle made (float32) is compared:
 values, dtypes and the outputs' LoDs (testdata/kernels/decode_beam.paddle.*).
 """
@@ -18,7 +18,7 @@ from pybackward.base.errors import ExecutionError
 from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops import opcheck, registry
 
-KDIR = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "kernels"
+KDIR = pathlib.Path(__file__).resolve().parents[2] / "testdata" / "kernels"
 #: Cases Paddle refuses in every dtype, with why.
 REFUSED_EVERYWHERE = {
     "beam_search-2": "without `ids` Paddle 3.3.1's beam_search fails reading a float32 tensor as int64 "

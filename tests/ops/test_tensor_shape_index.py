@@ -7,7 +7,7 @@ Two kinds of checks:
   attrs, Paddle's forward outputs, the grad ops Paddle's append_backward made
   (with symbolic var names) and Paddle's vector-Jacobian products for random
   cotangents. `PaddleCase` replays a case through our kernel, grad maker and
-  grad kernels (test_ops_loss.py and test_ops_random.py use it too);
+  grad kernels (tests/ops/test_loss.py and tests/ops/test_random_engine.py use it too);
 * against formulas written here independently of the kernels, and golden
   backward.pb files for the grad-op conventions.
 """
@@ -24,13 +24,13 @@ from pybackward.base.errors import ExecutionError
 from pybackward.ops import opcheck, registry
 from pybackward.ops.registry import EMPTY_VAR_NAME, GRAD_SUFFIX, FwdOp
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REF_DIR = ROOT / "testdata" / "ops"
 PROGRAMS = ROOT / "testdata" / "programs"
 
 
 # --------------------------------------------------------------------------
-# Paddle reference harness (shared with test_ops_loss.py / test_ops_random.py)
+# Paddle reference harness (shared with tests/ops/test_loss.py / tests/ops/test_random_engine.py)
 # --------------------------------------------------------------------------
 _REF: dict = {}
 

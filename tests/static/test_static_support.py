@@ -15,7 +15,7 @@ from pathlib import Path
 from pybackward import static
 from pybackward._proto import framework_pb2 as pb
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STATIC_DATA = ROOT / "testdata" / "static"
 GEN_PATH = ROOT / "testdata" / "gen_static.py"
 

@@ -141,7 +141,7 @@ def _argsort_grad(c: Call):
 
 def _argsort_samples(rng):
     """Distinct values only (a gradient is not defined at ties; the order of
-    ties is checked against Paddle's in tests/test_ops_sort.py)."""
+    ties is checked against Paddle's in tests/ops/test_index_sort.py)."""
     x = rng.permutation(24).reshape(2, 3, 4) * 0.25
     return [Sample({"X": [x]}, {"axis": -1, "descending": False, "stable": False}),
             Sample({"X": [x]}, {"axis": 1, "descending": True, "stable": False}),
@@ -239,7 +239,7 @@ def _mode(c: Call):
 register(paddle_opdef(
     "mode", _mode, {"mode_grad": _reduce_index_grad}, samples=lambda rng: [
         # without repeats the mode is the smallest value; with them the gradient
-        # is not defined (ties are checked in tests/test_ops_sort.py)
+        # is not defined (ties are checked in tests/ops/test_index_sort.py)
         Sample({"X": [rng.permutation(6).reshape(2, 3) * 0.5]}, {"axis": 0, "keepdim": False}),
         Sample({"X": [rng.permutation(24).reshape(2, 3, 4) * 0.5]}, {"axis": -1, "keepdim": True})],
     attrs_handled=("axis", "keepdim"),

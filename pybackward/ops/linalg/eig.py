@@ -83,7 +83,7 @@ def _eig_grad(c: Call):
 def _eig_samples(rng):
     """Complex X only: for a real X Paddle's kernel also gives a complex X@GRAD, which its executor
     (and pybackward's interpreter) casts to X's real dtype - the real part. Real X is checked by
-    tests/test_ops_last_diff.py (finite differences, and Paddle's values through a program)."""
+    tests/ops/test_index_elementwise_eig_pyramid_hash.py (finite differences, and Paddle's values through a program)."""
     def c(*shape):
         return 0.6 * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) + np.eye(shape[-1])
 

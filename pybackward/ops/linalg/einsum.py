@@ -155,7 +155,7 @@ def _einsum_samples(rng):
         return Sample({"Operands": [r(sh) for sh in shapes]}, {"equation": eq},
                       outputs={"Out": 1, "InnerCache": n, "XShape": n}, note=note or eq)
     # Paddle's legacy einsum op crashes on implicit equations (no "->"; its
-    # Python API always passes one): tests/test_ops_linalg_more.py checks them.
+    # Python API always passes one): tests/ops/test_linalg.py checks them.
     return [s("ij,jk->ik", (2, 3), (3, 4)),
             s("bij,bjk->bik", (2, 2, 3), (2, 3, 2)),
             s("ij->ji", (2, 3)),

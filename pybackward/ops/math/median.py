@@ -202,7 +202,7 @@ def _distinct(rng, shape):
     return (rng.permutation(int(np.prod(shape))).reshape(shape) + rng.random(shape) * 0.5) * 0.7
 
 
-def _median_samples(rng):  # ties, integers: tests/test_ops_misc.py (values probed on Paddle)
+def _median_samples(rng):  # ties, integers: tests/ops/test_kernel_cases.py (values probed on Paddle)
     return [
         Sample({"x": [_distinct(rng, (3, 4))]}, {"axis": [1], "keepdim": False, "mode": "avg"}),
         Sample({"x": [_distinct(rng, (3, 5))]}, {"axis": [-1], "keepdim": True, "mode": "min"}),

@@ -163,7 +163,7 @@ def _lcse_samples(rng):
                    note="flatten"),
             Sample({"X": [r((3, 4))]}, {"axis": 1, "flatten": False, "exclusive": False, "reverse": True},
                    note="reverse")]
-    # exclusive scans: tests/test_ops_reduce_more.py (their lowest-value fill defeats finite differences)
+    # exclusive scans: tests/ops/test_math_reductions_scans.py (their lowest-value fill defeats finite differences)
 
 register(paddle_opdef("logcumsumexp", _logcumsumexp, {"logcumsumexp_grad": _logcumsumexp_grad},
                       samples=_lcse_samples, attrs_handled=("axis", "flatten", "exclusive", "reverse"),

@@ -44,7 +44,7 @@ def _cvm_grad(c: Call):
 register(paddle_opdef("cvm", _cvm, {"cvm_grad": _cvm_grad}, samples=lambda rng: [
     # X@GRAD's first two columns are CVM by design, so finite differences can
     # only check them with CVM = 0 and use_cvm = False (use_cvm = True and a
-    # nonzero CVM: tests/test_ops_misc.py, against Paddle's values)
+    # nonzero CVM: tests/ops/test_kernel_cases.py, against Paddle's values)
     Sample({"X": [rng.random((3, 5))], "CVM": [np.zeros((3, 2))]}, {"use_cvm": False}, wrt=("X",))],
     attrs_handled=("use_cvm",),
     doc="Y = X with columns 0, 1 -> log(show + 1), log(click + 1) - log(show + 1) (use_cvm), else X[:, 2:]"))

@@ -201,7 +201,7 @@ def _rnnt(c: Call):
     """Per sequence: -log P(label | input) and its gradient w.r.t. the input,
     which holds log-probabilities (no softmax inside, as Paddle's rnnt_loss).
     With fastemit_lambda the gradient is FastEmit's, not the loss's
-    derivative (tests/test_ops_vision.py checks it against Paddle)."""
+    derivative (tests/ops/test_nn_detection_quant.py checks it against Paddle)."""
     acts = np.asarray(c.x("input"))
     label = np.asarray(c.x("label")).astype(np.int64)
     tl = np.asarray(c.x("input_lengths")).astype(np.int64).reshape(-1)

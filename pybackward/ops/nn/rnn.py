@@ -38,7 +38,7 @@ direction a padded sequence's first valid step follows padded steps, so
 Paddle's W_hh (and GRU update-gate) gradients there act as if h0 were zero.
 The gradient here is the true one (finite differences agree); the two match
 whenever PreState h is zero - paddle.nn's default - or nothing is padded
-(tests/test_ops_rnn.py, KNOWN_PADDLE_WRONG).
+(tests/ops/test_nn_rnn.py, KNOWN_PADDLE_WRONG).
 """
 from __future__ import annotations
 

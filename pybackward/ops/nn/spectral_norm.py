@@ -8,7 +8,7 @@ Paddle 3.3.1's CPU kernels, in NumPy terms:
   holds u and v fixed: `dW = dOut / sigma - u v^T sum(dOut * W) / sigma^2`
   (Paddle's grad kernel computes `dOut * (1 - u v^T sum(W / sigma)) /
   sigma`, which finite differences refute: see PADDLE_WRONG in
-  tests/test_kernels_vs_paddle.py).
+  tests/ops/test_kernels_vs_paddle.py).
 """
 from __future__ import annotations
 

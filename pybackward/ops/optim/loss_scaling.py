@@ -41,7 +41,7 @@ def _check_finite_and_unscale(c: Call):
 
 def _cfu_samples(rng):
     # (an inf input gives NaN outputs, which the float32 comparison cannot take:
-    # tests/test_ops_misc_more.py checks that case)
+    # tests/ops/test_loss_scaling_constants_metrics.py checks that case)
     a, b = rng.standard_normal((3, 4)), rng.standard_normal(5)
     return [Sample({"X": [a, b], "Scale": [np.array([1024.0])]}, outputs={"Out": 2, "FoundInfinite": 1}),
             Sample({"X": [b], "Scale": [np.array([0.3])]}, outputs={"Out": 1, "FoundInfinite": 1},

@@ -23,7 +23,7 @@ for float32 only; the arithmetic here runs in X's dtype, in Paddle's order:
 
 The quantize-dequantize ops' grads are straight-through: `X@GRAD = Out@GRAD`
 (Paddle's templates; not the derivative of the rounding, so these ops are
-exempt from finite differences: tests/test_ops_registry.py NO_FD).
+exempt from finite differences: tests/ops/test_registry.py NO_FD).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ The second group has no seed attr: Paddle draws them from its global
 generator, whose state a program does not hold, so no program can
 reproduce Paddle's values. They draw from the interpreter's generator
 (`Call.rng`, seeded by `Executor(seed=...)`) with the distributions Paddle's
-kernels sample; tests/test_ops_random_dist.py checks the distributions.
+kernels sample; tests/ops/test_random_distributions.py checks the distributions.
 
 randint reproduces libstdc++'s `uniform_int_distribution` (Lemire's
 multiply-and-shift with rejection, for a 64-bit engine) over Paddle 3.3.1's

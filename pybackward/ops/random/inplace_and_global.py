@@ -8,7 +8,7 @@ std::mt19937_64 engine:
 * exponential, poisson, random, rrelu (training), gumbel_softmax draw from
   Paddle's global generator, whose state a program does not hold: here the
   engine is seeded from the interpreter's `Call.rng`, so only the
-  distributions match Paddle's (checked in tests/test_ops_misc.py). Their
+  distributions match Paddle's (checked in tests/ops/test_kernel_cases.py). Their
   gradients are deterministic given the drawn noise.
 
 gumbel_softmax_grad: Paddle's kernel is the plain softmax grad of Out,

@@ -11,7 +11,7 @@ of the previous step's. H0 / C0 `[num_sequences, D]` are in sequence order
 and reordered the same way. The intermediate outputs are Paddle's, in that
 batch layout (row k of step n at batch_starts[n] + k), with Paddle's LoD
 `[batch_starts, batch row -> input row, sorted sequence order]` on BatchGate
-(and gru's BatchHidden) - all equal to Paddle's (tests/test_ops_sequence.py):
+(and gru's BatchHidden) - all equal to Paddle's (tests/ops/test_sequence.py):
 
 * lstm: gates per row `[candidate, input, forget, output]` (each D wide);
   Bias `[1, 4D]`, or `[1, 7D]` with the peepholes `W_ic, W_fc, W_oc` when

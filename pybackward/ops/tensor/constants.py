@@ -105,6 +105,6 @@ def _full_int_array(c: Call):
 
 
 # No samples for the Paddle comparison: Paddle 3.3.1's legacy executor crashes (SIGSEGV in
-# FullIntArrayOp::GetExpectedKernelType) on a program with this op; tests/test_ops_misc_more.py checks it.
+# FullIntArrayOp::GetExpectedKernelType) on a program with this op; tests/ops/test_loss_scaling_constants_metrics.py checks it.
 register_plain("full_int_array", _full_int_array, None, ("value", "dtype", "place"),
      "out = the 1-D int tensor `value`")
