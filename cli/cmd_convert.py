@@ -24,7 +24,8 @@ def convert(src, dst, program, as_json):
     """Convert SRC to DST, each format told by its suffix.
 
     \b
-    programs: binary (.pb, .pdmodel, ...) <-> protobuf text format (.pbtxt / .txt)
+    programs: binary (.pb, .pdmodel, ...) <-> protobuf text format (.pbtxt / .txt);
+              PIR (.json) -> PIR, compact or indented (a DST ending in .readable.json or .txt)
     arrays:   .npz, .pdparams / .pdopt, .pdiparams, DIR/ (one file per var) -> any of these
     """
     from pybackward.tensors import paddle_files
@@ -43,10 +44,30 @@ def convert(src, dst, program, as_json):
     if program:
         raise pybackward.ArgumentError("--program goes with array files (.npz, .pdparams, .pdiparams, DIR/)")
     prog = pybackward.load(src)
+    if isinstance(prog, pybackward.pir.Program):
+        _convert_pir(prog, src, dst, as_json)
+        return
     pybackward.save(prog, dst)
     if as_json:
         click.echo(json.dumps({"input": src, "output": dst, "kind": "program", "blocks": prog.num_blocks,
                                "ops": sum(len(b.ops) for b in prog.blocks),
                                "vars": sum(len(b.vars) for b in prog.blocks)}))
+    else:
+        click.echo(f"wrote {dst}")
+
+
+def _convert_pir(prog, src: str, dst: str, as_json: bool) -> None:
+    """A PIR program rewritten as PIR: compact JSON, or Paddle's readable=True form for a
+    `.readable.json` / `.txt` DST. Between the IRs, see `docs/pir.md` (issue #34)."""
+    from pybackward import pir
+    low = dst.lower()
+    if low.endswith((".pb", ".pbtxt", ".pdmodel", ".prototxt")) or os.path.basename(low) == "__model__":
+        raise pybackward.ArgumentError(f"{src}: is a PIR program; converting it to a legacy ProgramDesc "
+                                       f"({dst}) is not supported yet: write a .json")
+    readable = low.endswith((".readable.json", ".txt"))
+    pir.save(prog, dst, readable=readable)
+    if as_json:
+        click.echo(json.dumps({"input": src, "output": dst, "kind": "pir program", "readable": readable,
+                               "ops": prog.num_ops()}))
     else:
         click.echo(f"wrote {dst}")

@@ -48,9 +48,19 @@ def dot(program, output, block, highlight, around, depth, collapse, collapse_abo
     html = bool(output) and Path(output).suffix.lower() in (".html", ".htm")
     if max_nodes is None:
         max_nodes = HTML_MAX_NODES if html else graph_view.DEFAULT_MAX_NODES
-    g = graph_view.build_graph(pybackward.load(program), block=block, highlight=highlight, collapse=collapse,
-                               collapse_above=collapse_above, fold=fold, expand=expand, around=around,
-                               depth=depth, max_nodes=max_nodes)
+    prog = pybackward.load(program)
+    if isinstance(prog, pybackward.pir.Program):
+        from pybackward.views.pir_graph import build_pir_graph
+        given = [o for o, on in (("--block", block != 0), ("--around", around is not None), ("--collapse", collapse),
+                                 ("--expand/--no-expand", expand is not None)) if on]
+        if given:
+            raise pybackward.ArgumentError(f"{program}: a PIR program is drawn whole, its regions as boxes; "
+                                           f"{', '.join(given)} apply to legacy programs")
+        g = build_pir_graph(prog, highlight=highlight, max_nodes=max_nodes)
+    else:
+        g = graph_view.build_graph(prog, block=block, highlight=highlight, collapse=collapse,
+                                   collapse_above=collapse_above, fold=fold, expand=expand, around=around,
+                                   depth=depth, max_nodes=max_nodes)
     report = {"program": program, "output": output, "title": g.title, "collapsed": g.collapsed,
               "nodes": len(g.nodes), "edges": len(g.edges), "clusters": len(g.clusters)}
     if html:

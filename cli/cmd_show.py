@@ -28,7 +28,7 @@ from .common import handle_errors
 @click.option("--json", "as_json", is_flag=True, help="With --summary: print it as JSON.")
 @handle_errors
 def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_only, flat, fmt, as_summary, as_json):
-    """Print a readable listing of PROGRAM (binary or .pbtxt).
+    """Print a readable listing of PROGRAM (binary, .pbtxt, or a PIR .json).
 
     Each op prints as `outputs = type(inputs) {attrs}` after its index and a
     mark: B backward, L the loss op, O optimizer. Sub-blocks are listed,
@@ -41,6 +41,9 @@ def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_on
     if as_json and not as_summary:
         raise pybackward.ArgumentError("--json goes with --summary (for a full listing as JSON: --format json)")
     prog = pybackward.load(program)
+    if isinstance(prog, pybackward.pir.Program):
+        _show_pir(prog, block, no_attrs, all_attrs, no_vars, section, flat, fmt, as_summary, as_json)
+        return
     if as_summary:
         s = pybackward.summary(prog)
         click.echo(json.dumps(s.to_json()) if as_json else s.to_text())
@@ -60,3 +63,26 @@ def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_on
     else:
         click.echo(text.program_to_text(prog, show_attrs=not no_attrs, all_attrs=all_attrs,
                                         show_vars=not no_vars, block=block, section=section, nested=not flat))
+
+
+def _show_pir(prog, block, no_attrs, all_attrs, no_vars, section, flat, fmt, as_summary, as_json) -> None:
+    """A PIR program: Paddle's own print(program) text, its JSON, or the summary."""
+    import json
+    from pybackward import pir
+    if as_summary:
+        s = pir.summary(prog)
+        click.echo(json.dumps(s.to_json()) if as_json else s.to_text())
+        return
+    given = [o for o, on in (("--block", block is not None), ("--no-attrs", no_attrs), ("--all-attrs", all_attrs),
+                             ("--no-vars", no_vars), ("--backward-only/--forward-only", section), ("--flat", flat))
+             if on]
+    if given:
+        raise pybackward.ArgumentError(f"{prog.source}: a PIR program prints as Paddle prints it; "
+                                       f"{', '.join(given)} apply to legacy programs")
+    if fmt == "pbtxt":
+        raise pybackward.ArgumentError(f"{prog.source}: a PIR program is JSON, not protobuf: "
+                                       "--format json prints it (indented), text or paddle lists it")
+    if fmt == "json":
+        click.echo(pir.dumps(prog, readable=True).decode("utf-8"))
+    else:
+        click.echo(pir.to_text(prog), nl=False)

@@ -1,7 +1,7 @@
 """pybackward: append the backward section to PaddlePaddle static programs.
 
     import pybackward
-    prog = pybackward.load("model.pb")
+    prog = pybackward.load("model.pb")          # a legacy ProgramDesc; a PIR .json gives a pybackward.pir.Program
     params_grads = pybackward.append_backward(prog.var("mean_0.tmp_0"))
     pybackward.save(prog, "model_with_backward.pb")
 """
@@ -13,7 +13,7 @@ from .base.errors import (
     ArgumentError, ArgumentTypeError, ArrayFileError, CheckFailedError, ExecutionError, ExecutionLimitError,
     OutputError, PaddleDeviationWarning, ProgramFileError, PyBackwardError, PyBackwardWarning, UnknownOpError,
     UnsupportedDtypeError, VarNotFoundError)  # noqa: F401
-from .legacy.io import dumps, load, loads, save  # noqa: F401
+from .formats import dumps, load, loads, save  # noqa: F401  (either IR, told apart by content)
 from .legacy.program import Block, Operator, Program, Variable  # noqa: F401
 from .legacy import text  # noqa: F401
 from .tensors.paddle_files import load_arrays, save_arrays  # noqa: F401

@@ -1,0 +1,119 @@
+"""Program files of either IR, told apart by their content: Paddle's legacy
+`ProgramDesc` (protobuf, binary or text) or PIR (JSON).
+
+    prog = pybackward.load("inference.json")     # a pybackward.pir.Program
+    prog = pybackward.load("model.pdmodel")      # a pybackward.Program (legacy)
+    pybackward.save(prog, "copy.json")           # each IR in its own format
+
+Paddle 3.x writes PIR by default and the legacy format under
+`FLAGS_enable_pir_api=0`, and both end up under any suffix (`.pdmodel`,
+`.json`, `__model__`), so the format is read from the bytes, never guessed
+from the name. A file of values handed over as a program (a `.pdparams`
+pickle, a `.pdiparams` tensor stream, an `.npz`) is named for what it is.
+"""
+from __future__ import annotations
+
+import os
+from typing import Union
+
+from .base.errors import ArgumentError, ArgumentTypeError, ProgramFileError
+from .legacy import io as legacy_io
+from .legacy.program import Program
+from . import pir
+
+PathLike = Union[str, os.PathLike]
+AnyProgram = Union[Program, "pir.Program"]
+
+#: What the first bytes of a file of values look like, and what to call it.
+_VALUE_FILES = ((b"\x80", "a pickle of arrays (.pdparams / .pdopt)"),
+                (b"PK\x03\x04", "a zip of arrays (.npz)"),
+                (b"\x93NUMPY", "a NumPy array (.npy)"),
+                (b"\x00\x00\x00\x00", "Paddle's tensor stream (.pdiparams / save_combine)"))
+
+
+def file_kind(data: bytes) -> str:
+    """`"pir"`, `"legacy"`, or what a file of values is (see `_VALUE_FILES`).
+
+    A legacy `ProgramDesc` never starts with a zero byte (field 0 does not
+    exist) nor with 0x80 (a continuation byte), so the checks do not overlap.
+    """
+    if pir.is_pir_bytes(data):
+        return "pir"
+    for magic, kind in _VALUE_FILES:
+        if data.startswith(magic):
+            return kind
+    return "legacy"
+
+
+def _check_kind(kind: str, source: str | None) -> None:
+    if kind not in ("pir", "legacy"):
+        name = source or "<data>"
+        raise ProgramFileError(f"{name}: is {kind}, not a program: give it with --params (run, check, "
+                               f"append --run), or turn it into another array format with "
+                               f"`pybackward convert {name} OUT.npz`")
+
+
+def loads(data: bytes, source: str | None = None, check_vars: bool = True, text: bool = False) -> AnyProgram:
+    """A program from bytes: PIR JSON, or a legacy `ProgramDesc` (binary; text format with `text`)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ArgumentTypeError(f"loads() takes bytes, not {type(data).__name__}")
+    data = bytes(data)
+    kind = file_kind(data)
+    if kind == "pir":
+        return pir.loads(data, source)
+    if not text:
+        _check_kind(kind, source)
+    return legacy_io.loads(data, source=source, check_vars=check_vars, text=text)
+
+
+def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | None = None) -> AnyProgram:
+    """Load a program from a path or bytes, whichever IR it is in.
+
+    A PIR file gives a `pybackward.pir.Program`; a legacy one a
+    `pybackward.Program` (protobuf text format for `.pbtxt` / `.txt`, or with
+    `text=True`). Only regular files are read.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return loads(bytes(source), None, check_vars, bool(text))
+    if not isinstance(source, (str, os.PathLike)):
+        raise ArgumentTypeError(f"load() takes a path (str or os.PathLike) or bytes, not "
+                                f"{type(source).__name__}")
+    if text is not None and not isinstance(text, bool):
+        raise ArgumentTypeError(f"load(text=...) takes True, False or None, not {type(text).__name__}")
+    name = os.fspath(source)
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"load() takes a str path, not a {type(name).__name__} path")
+    data = legacy_io.read_input_file(name, ProgramFileError, "program file")
+    return loads(data, name, check_vars, legacy_io.is_text_path(name) if text is None else text)
+
+
+def dumps(program: AnyProgram, text: bool = False, readable: bool = False) -> bytes:
+    """The program's bytes in its own IR's format (`text`: legacy text format; `readable`: indented PIR)."""
+    if isinstance(program, pir.Program):
+        if text:
+            raise ArgumentError("a PIR program is JSON: text=True is for legacy programs (readable=True indents it)")
+        return pir.dumps(program, readable)
+    return legacy_io.dumps(program, text)
+
+
+def save(program: AnyProgram, path: PathLike, text: bool | None = None, readable: bool = False) -> None:
+    """Write the program atomically in its own IR's format (see `dumps`)."""
+    if isinstance(program, pir.Program):
+        if text:
+            raise ArgumentError("a PIR program is JSON: text=True is for legacy programs (readable=True indents it)")
+        pir.save(program, path, readable)
+        return
+    legacy_io.save(program, path, text)
+
+
+def is_pir(program: object) -> bool:
+    return isinstance(program, pir.Program)
+
+
+def require_legacy(program: AnyProgram, what: str, source: str | None = None) -> Program:
+    """The program, if it is a legacy one; a clear refusal for a PIR program where only legacy ones work yet."""
+    if isinstance(program, pir.Program):
+        raise ArgumentError(f"{source or 'the program'}: is a PIR program (Paddle 3.x's JSON format); {what} "
+                            "takes legacy ProgramDesc programs only so far (show, diff, dot and convert read "
+                            "PIR programs; Paddle writes the legacy format under FLAGS_enable_pir_api=0)")
+    return program

@@ -1,0 +1,120 @@
+"""PIR programs (.json) through the command line: show, diff, dot, convert, and the
+format told by content everywhere a program is read (issue #31)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pybackward
+from conftest import TESTDATA
+
+PIR = TESTDATA / "pir"
+GOLDENS = sorted(p.stem for p in PIR.glob("*.json") if p.with_suffix(".txt").exists())
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pybackward_cli.main", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("name", GOLDENS)
+def test_show_prints_what_paddle_prints(name):
+    """`show` on a PIR file is Paddle's print(program), character for character (the .txt beside it)."""
+    r = cli("show", PIR / f"{name}.json")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (PIR / f"{name}.txt").read_text()
+
+
+def test_the_format_is_told_by_content_not_suffix(tmp_path):
+    renamed = tmp_path / "model.pdmodel"
+    shutil.copy(PIR / "mlp.json", renamed)
+    r = cli("show", renamed)
+    assert r.returncode == 0 and r.stdout == (PIR / "mlp.txt").read_text()
+    assert isinstance(pybackward.load(renamed), pybackward.pir.Program)
+    legacy = tmp_path / "legacy.json"
+    shutil.copy(TESTDATA / "programs" / "fit_a_line" / "forward.pb", legacy)
+    assert isinstance(pybackward.load(legacy), pybackward.Program)
+
+
+def test_show_json_is_the_readable_file_and_options_of_legacy_listings_are_refused():
+    r = cli("show", "--format", "json", PIR / "mlp_bwd.json")
+    assert r.returncode == 0
+    assert json.loads(r.stdout) == json.loads((PIR / "mlp_bwd.json").read_text())
+    r = cli("show", "--backward-only", PIR / "mlp_bwd.json")
+    assert r.returncode == 2 and "--backward-only" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_summary_names_feeds_parameters_and_the_backward_section():
+    r = cli("show", "--summary", "--json", PIR / "mlp_bwd.json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    text = json.dumps(s)
+    for name in ("x", "y", "fc_2.w_0", "fc_3.b_0"):
+        assert f'"{name}"' in text
+    assert s["has_backward"] is True and [f["name"] for f in s["feeds"]] == ["x", "y"]
+    r2 = cli("show", "--summary", PIR / "mlp.json")
+    assert r2.returncode == 0 and "fc_0.w_0" in r2.stdout and "backward: none" in r2.stdout
+
+
+def test_diff_compares_canonically(tmp_path):
+    r = cli("diff", PIR / "mlp.json", PIR / "mlp.json")
+    assert r.returncode == 0 and r.stdout == ""
+    # Paddle's readable form and its compact form are one program
+    r = cli("diff", PIR / "mlp_bwd.json", PIR / "mlp_bwd.readable.json")
+    assert r.returncode == 0, r.stdout
+    r = cli("diff", PIR / "mlp.json", PIR / "mlp_bwd.json")
+    assert r.returncode == 1 and "matmul_grad" in r.stdout
+    r = cli("diff", "--json", PIR / "mlp.json", PIR / "mlp_bwd.json")
+    assert r.returncode == 1 and json.loads(r.stdout)["equal"] is False
+    r = cli("diff", PIR / "mlp.json", TESTDATA / "programs" / "fit_a_line" / "forward.pb")
+    assert r.returncode == 2 and "PIR" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_dot_draws_regions_as_boxes(tmp_path):
+    r = cli("dot", PIR / "cond_in_while_bwd.json")
+    assert r.returncode == 0, r.stderr
+    assert 'subgraph "cluster_' in r.stdout and "pd_op.while region 0" in r.stdout and "pd_op.if region" in r.stdout
+    assert cli("dot", PIR / "cond_in_while_bwd.json").stdout == r.stdout          # stable node ids
+    out = tmp_path / "w.html"
+    r = cli("dot", PIR / "while_bwd.json", "-o", out)
+    assert r.returncode == 0 and out.read_text().startswith("<!DOCTYPE html") or out.read_text().lower().startswith(
+        "<!doctype html")
+    r = cli("dot", "--around", "x", PIR / "mlp.json")
+    assert r.returncode == 2 and "--around" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["mlp", "mlp_bwd", "cond_bwd", "while_bwd", "transformer_bwd"])
+def test_convert_rewrites_paddles_bytes(tmp_path, name):
+    out = tmp_path / "out.json"
+    r = cli("convert", PIR / f"{name}.json", out)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == (PIR / f"{name}.json").read_bytes()
+
+
+def test_convert_to_readable_and_back(tmp_path):
+    readable = tmp_path / "m.readable.json"
+    assert cli("convert", PIR / "mlp_bwd.json", readable).returncode == 0
+    assert readable.read_bytes() == (PIR / "mlp_bwd.readable.json").read_bytes()
+    back = tmp_path / "m.json"
+    assert cli("convert", readable, back).returncode == 0
+    assert back.read_bytes() == (PIR / "mlp_bwd.json").read_bytes()
+
+
+def test_convert_to_a_legacy_file_is_refused_without_writing(tmp_path):
+    out = tmp_path / "m.pdmodel"
+    r = cli("convert", PIR / "mlp.json", out)
+    assert r.returncode == 2 and "PIR" in r.stderr and not out.exists()
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("values", ["mlp.pdparams", "mlp.pdopt", "jit.pdiparams"])
+def test_a_file_of_values_given_as_a_program_is_named_for_what_it_is(values):
+    r = cli("show", PIR / values)
+    assert r.returncode == 2 and "not a program" in r.stderr and "--params" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
