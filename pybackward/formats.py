@@ -17,6 +17,7 @@ import os
 from typing import Union
 
 from .base.errors import ArgumentError, ArgumentTypeError, ProgramFileError
+from .base.files import check_regular_input
 from .legacy import io as legacy_io
 from .legacy.program import Program
 from . import pir
@@ -83,8 +84,17 @@ def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | N
     name = os.fspath(source)
     if not isinstance(name, str):
         raise ArgumentTypeError(f"load() takes a str path, not a {type(name).__name__} path")
+    size = check_regular_input(name, ProgramFileError, "program file")
+    if size > pir.MAX_PIR_BYTES and _looks_like_json(name):
+        return pir.load(name)           # refused from its size, before it is read
     data = legacy_io.read_input_file(name, ProgramFileError, "program file")
     return loads(data, name, check_vars, legacy_io.is_text_path(name) if text is None else text)
+
+
+def _looks_like_json(name: str) -> bool:
+    """Whether the file's first bytes open a JSON object (a PIR program, or no program at all)."""
+    with open(name, "rb") as f:
+        return f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
 
 
 def dumps(program: AnyProgram, text: bool = False, readable: bool = False) -> bytes:

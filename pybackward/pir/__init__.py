@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from .canonical import canonical, diff, equal
 from .codec import dumps, load, loads, save
+from .reader import MAX_PIR_BYTES  # noqa: F401  (the size past which a file is refused unread)
 from .model import Block, Operation, Program, Region, Value
 from .sniff import is_pir_bytes
 from .summary import PirSummary, summary
@@ -31,7 +32,7 @@ from .types import NULL_TYPE, Attr, DenseTensorType, Type, VectorType
 
 __all__ = [
     "load", "loads", "dumps", "save", "is_pir_bytes", "to_text", "summary", "PirSummary",
-    "canonical", "equal", "diff",
+    "canonical", "equal", "diff", "MAX_PIR_BYTES",
     "Program", "Region", "Block", "Operation", "Value",
     "Type", "DenseTensorType", "VectorType", "NULL_TYPE", "Attr",
 ]

@@ -118,3 +118,36 @@ def test_a_file_of_values_given_as_a_program_is_named_for_what_it_is(values):
     r = cli("show", PIR / values)
     assert r.returncode == 2 and "not a program" in r.stderr and "--params" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def _pir_corpus():
+    import importlib.util
+    corpus = TESTDATA.parent / "tests" / "bad_inputs" / "pir"
+    spec = importlib.util.spec_from_file_location("pir_make_corpus_cli", corpus / "make_corpus.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    cases = json.loads((corpus / "cases.json").read_text(encoding="utf-8"))["cases"]
+    # legacy_pb is a legacy program given to the PIR reader: the commands read it as what it is
+    return corpus, mod, [c for c in cases if not c.get("load") and c["id"] != "legacy_pb"]
+
+
+CORPUS, MAKE, CLI_CASES = _pir_corpus()
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=[c["id"] for c in CLI_CASES])
+def test_every_bad_pir_file_is_one_line_and_exit_2(case, tmp_path):
+    """The PIR bad-input corpus through the commands: exit 2, one line naming the file, nothing written."""
+    from click.testing import CliRunner
+    from pybackward_cli.main import cli as group
+    path = MAKE.generated(case["generated"], tmp_path) if "generated" in case else CORPUS / case["file"]
+    before = path.stat().st_size
+    for args in (["show", str(path)], ["show", "--summary", str(path)], ["diff", str(path), str(PIR / "mlp.json")],
+                 ["dot", str(path), "-o", str(tmp_path / "out.html")],
+                 ["convert", str(path), str(tmp_path / "out.json")]):
+        r = CliRunner().invoke(group, args)
+        err = r.stderr if hasattr(r, "stderr") else r.output
+        assert r.exit_code == 2, (args, r.output)
+        lines = [ln for ln in err.strip().splitlines() if ln]
+        assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in err, (args, err)
+        assert not (tmp_path / "out.html").exists() and not (tmp_path / "out.json").exists()
+    assert path.stat().st_size == before
