@@ -17,7 +17,7 @@ import os
 from typing import Union
 
 from .base.errors import ArgumentError, ArgumentTypeError, ProgramFileError
-from .base.files import check_regular_input
+from .base.files import check_regular_input, input_source, read_input_head
 from .legacy import io as legacy_io
 from .legacy.program import Program
 from . import pir
@@ -74,16 +74,9 @@ def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | N
     `pybackward.Program` (protobuf text format for `.pbtxt` / `.txt`, or with
     `text=True`). Only regular files are read.
     """
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return loads(bytes(source), None, check_vars, bool(text))
-    if not isinstance(source, (str, os.PathLike)):
-        raise ArgumentTypeError(f"load() takes a path (str or os.PathLike) or bytes, not "
-                                f"{type(source).__name__}")
-    if text is not None and not isinstance(text, bool):
-        raise ArgumentTypeError(f"load(text=...) takes True, False or None, not {type(text).__name__}")
-    name = os.fspath(source)
-    if not isinstance(name, str):
-        raise ArgumentTypeError(f"load() takes a str path, not a {type(name).__name__} path")
+    name = input_source(source, text)
+    if isinstance(name, bytes):
+        return loads(name, None, check_vars, bool(text))
     size = check_regular_input(name, ProgramFileError, "program file")
     if size > pir.MAX_PIR_BYTES and _looks_like_json(name):
         return pir.load(name)           # refused from its size, before it is read
@@ -93,8 +86,8 @@ def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | N
 
 def _looks_like_json(name: str) -> bool:
     """Whether the file's first bytes open a JSON object (a PIR program, or no program at all)."""
-    with open(name, "rb") as f:
-        return f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
+    head = read_input_head(name, 64, ProgramFileError, "program file")
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
 
 
 def dumps(program: AnyProgram, text: bool = False, readable: bool = False) -> bytes:

@@ -18,6 +18,22 @@ from .errors import ArgumentError, ArgumentTypeError, OutputError
 
 PathLike = Union[str, os.PathLike]
 
+def input_source(source: "PathLike | bytes", text: bool | None = None, fn: str = "load") -> "str | bytes":
+    """What a loader was given, type-checked: the bytes, or the path as a str.
+
+    `text` (the loader's text-format switch) must be True, False or None."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise ArgumentTypeError(f"{fn}() takes a path (str or os.PathLike) or bytes, not {type(source).__name__}")
+    if text is not None and not isinstance(text, bool):
+        raise ArgumentTypeError(f"{fn}(text=...) takes True, False or None, not {type(text).__name__}")
+    name = os.fspath(source)
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"{fn}() takes a str path, not a {type(name).__name__} path")
+    return name
+
+
 #: The default input limit: protobuf's 2 GiB message limit, the largest file any reader here takes.
 MAX_INPUT_BYTES = 2**31 - 1
 
@@ -67,15 +83,8 @@ def read_input_file(path: PathLike, error: type = ArgumentError, what: str = "fi
     size = check_regular_input(name, error, what)
     if size > limit:
         raise error(f"{name}: {size} bytes {too_big or f'is past the limit of {limit}'}")
+    fd, st = _open_regular(name, error)
     try:
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-                     | getattr(os, "O_BINARY", 0))
-    except OSError as e:
-        raise error(f"{name}: cannot read: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):        # replaced between the stat and the open
-            raise error(f"{name}: is {_kind(st.st_mode)}, not a regular file")
         chunks, total = [], 0
         want = st.st_size + 1                    # one byte more: did the file grow?
         while True:
@@ -92,6 +101,47 @@ def read_input_file(path: PathLike, error: type = ArgumentError, what: str = "fi
         raise error(f"{name}: cannot read: {e.strerror or e}") from None
     finally:
         os.close(fd)
+
+
+def read_input_head(path: PathLike, n: int, error: type = ArgumentError, what: str = "file") -> bytes:
+    """The first `n` bytes (fewer if the file is shorter) of a regular file,
+    checked as `read_input_file` checks it (a FIFO never blocks, a device is
+    never read): what a reader sniffs a format from before reading it all."""
+    name = os.fspath(path)
+    check_regular_input(name, error, what)
+    fd, _ = _open_regular(name, error)
+    try:
+        chunks, total = [], 0
+        while total < n:
+            chunk = os.read(fd, n - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise error(f"{name}: cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def _open_regular(name: str, error: type) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file `name`, opened with O_NONBLOCK and its kind
+    checked again on the descriptor (the path may have been replaced since the stat)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except OSError as e:
+        raise error(f"{name}: cannot read: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as e:
+        os.close(fd)
+        raise error(f"{name}: cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise error(f"{name}: is {_kind(st.st_mode)}, not a regular file")
+    return fd, st
 
 
 #: Temporary files are `.pybackward-<8 random chars>.tmp` beside the target.

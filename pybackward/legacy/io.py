@@ -42,16 +42,9 @@ def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | N
     Only regular files are read: a FIFO, a device (`/dev/zero`) or a socket is
     refused without blocking on it (see `read_input_file`).
     """
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return loads(bytes(source), source=None, check_vars=check_vars, text=bool(text))
-    if not isinstance(source, (str, os.PathLike)):
-        raise ArgumentTypeError(f"load() takes a path (str or os.PathLike) or bytes, not "
-                                f"{type(source).__name__}")
-    if text is not None and not isinstance(text, bool):
-        raise ArgumentTypeError(f"load(text=...) takes True, False or None, not {type(text).__name__}")
-    name = os.fspath(source)
-    if not isinstance(name, str):
-        raise ArgumentTypeError(f"load() takes a str path, not a {type(name).__name__} path")
+    name = files.input_source(source, text)
+    if isinstance(name, bytes):
+        return loads(name, source=None, check_vars=check_vars, text=bool(text))
     data = read_input_file(name, ProgramFileError, "program file")
     return loads(data, source=name, check_vars=check_vars,
                  text=is_text_path(name) if text is None else text)

@@ -20,6 +20,7 @@ from typing import Any
 from .model import Operation, Program, Value
 from .text import type_text
 from .types import FLOAT_DTYPES, DenseTensorType
+from ..base.listing import human_bytes, name_rows
 
 NOT_CONSUMING = frozenset({"pd_op.fetch", "builtin.shadow_output"})
 SEED_OPS = frozenset({"pd_op.full", "pd_op.full_like"})
@@ -72,18 +73,12 @@ class PirSummary:
         lines = [f"program: {self.source or '<program>'}  (PIR, {self.ops} ops, {self.top_level_ops} at the top"
                  f"{version})"]
 
-        def rows(items: list[ValueInfo]) -> None:
-            width = max((len(v.name) for v in items[:max_rows]), default=0)
-            for v in items[:max_rows]:
-                lines.append(f"  {v.name:<{width}}  {v.text()}")
-            if len(items) > max_rows:
-                lines.append(f"  ... and {len(items) - max_rows} more")
 
         lines.append(f"feeds ({len(self.feeds)}):" if self.feeds else "feeds: none")
-        rows(self.feeds)
+        lines.extend(name_rows(self.feeds, max_rows))
         lines.append(f"parameters: {len(self.parameters)} ({self.parameter_elements:,} elements, "
-                     f"{_human_bytes(self.parameter_bytes)}; {self.trainable_parameters} trainable)")
-        rows(self.parameters)
+                     f"{human_bytes(self.parameter_bytes)}; {self.trainable_parameters} trainable)")
+        lines.extend(name_rows(self.parameters, max_rows))
         if self.fetches:
             lines.append(f"fetches ({len(self.fetches)}): " + ", ".join(self.fetches[:max_rows])
                          + (f", ... ({len(self.fetches) - max_rows} more)" if len(self.fetches) > max_rows else ""))
@@ -102,14 +97,6 @@ ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "bfloat16": 2, "float1
             "int64": 8, "float64": 8, "index": 8, "complex64": 8, "complex128": 16, "float8_e4m3fn": 1,
             "float8_e5m2": 1}
 
-
-def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def is_grad_op(op: Operation) -> bool:

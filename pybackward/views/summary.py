@@ -23,6 +23,7 @@ from ..base import dtypes
 from ..base.errors import ArgumentTypeError
 from ..legacy.program import OP_ROLE_LOSS, Program, Variable
 from ..legacy.text import is_backward, is_forward, op_role
+from ..base.listing import human_bytes, name_rows
 
 _pb = dtypes.VarType
 #: Var types that are not values a user saves or feeds.
@@ -78,18 +79,12 @@ class ProgramSummary:
         lines = [f"program: {self.source or '<program>'}  ({self.blocks} block{'s' * (self.blocks != 1)}, "
                  f"{self.ops} ops, {self.vars} vars)"]
 
-        def rows(items: list[VarInfo]) -> None:
-            width = max((len(v.name) for v in items[:max_rows]), default=0)
-            for v in items[:max_rows]:
-                lines.append(f"  {v.name:<{width}}  {v.text()}")
-            if len(items) > max_rows:
-                lines.append(f"  ... and {len(items) - max_rows} more")
 
         lines.append(f"feeds ({len(self.feeds)}):" if self.feeds else "feeds: none")
-        rows(self.feeds)
+        lines.extend(name_rows(self.feeds, max_rows))
         lines.append(f"parameters: {len(self.parameters)} ({self.parameter_elements:,} elements, "
                      f"{human_bytes(self.parameter_bytes)})")
-        rows(self.parameters)
+        lines.extend(name_rows(self.parameters, max_rows))
         if self.other_persistables:
             lines.append(f"other persistable vars: {len(self.other_persistables)} ({self.other_elements:,} "
                          f"elements, {human_bytes(self.other_bytes)}): " + _names(self.other_persistables, max_rows))
@@ -113,13 +108,6 @@ def _names(items: list[VarInfo], limit: int) -> str:
     text = ", ".join(v.name for v in items[:limit])
     return text + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
 
-
-def human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _info(v: Variable, op: str | None = None) -> VarInfo:
@@ -248,6 +236,23 @@ def _loss_candidates(program: Program, feeds: list[Variable], read: set[str]) ->
         if v is not None and not v.persistable and _is_scalar_float(v):
             out.append(_info(v, writer[n]))
     return out, False
+
+
+def persistables_behind(program: Program, name: str) -> list[Variable]:
+    """The persistable vars of block 0 (values, not feed / fetch holders) that
+    forward ops compute `name` from, in the program's var order. In an
+    inference model or a `jit.save` program these are the weights: Paddle
+    saves them as persistable vars, not parameters, so `append_backward`
+    finds no parameter behind the loss (the CLI says so, naming them)."""
+    block = program.global_block()
+    needed = {name}
+    for op in reversed(block.ops):
+        if not is_forward(op) or op.type in ("feed", "fetch"):
+            continue
+        if any(n in needed for n in op.output_arg_names):
+            needed.update(op.input_arg_names)
+    return [v for v in block.vars.values()
+            if v.name in needed and v.persistable and v.type not in _NOT_VALUES]
 
 
 def needed_inputs(program: Program) -> tuple[list[Variable], list[Variable]]:
