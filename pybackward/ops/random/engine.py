@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import math
 
 import numpy as np
@@ -54,6 +55,15 @@ class MT19937_64:
         self._state = state
         self._buf = _EMPTY
         self._fresh = seed
+
+    @classmethod
+    def from_seed_seq(cls, seed: int) -> "MT19937_64":
+        """`std::mt19937_64` seeded through `std::seed_seq({seed})`: Paddle's global
+        CPU generator right after `paddle.seed(seed)`, which seed-0 random ops
+        (a dropout without fix_seed) draw from."""
+        engine = cls.__new__(cls)
+        engine._state, engine._buf, engine._fresh = _seed_seq_state(int(seed) & 0xFFFFFFFF, cls.N), _EMPTY, None
+        return engine
 
     def _twist(self) -> np.ndarray:
         mt, n, m = self._state, self.N, self.M
@@ -115,6 +125,39 @@ class MT19937_64:
         """std::uniform_real_distribution<T>(lo, hi): u * (hi - lo) + lo in T."""
         t = np.dtype(dt).type
         return self.canonical(n, dt) * (t(hi) - t(lo)) + t(lo)
+
+
+@functools.lru_cache(maxsize=64)
+def _seed_seq_state(seed: int, n: int) -> np.ndarray:
+    """The n-word state std::seed_seq({seed}) gives a 64-bit engine (read-only: shared)."""
+    words = seed_seq_generate([seed], 2 * n)
+    state = np.array([words[2 * i] | (words[2 * i + 1] << 32) for i in range(n)], dtype=np.uint64)
+    state.flags.writeable = False
+    return state
+
+
+def seed_seq_generate(values: list[int], n: int) -> list[int]:
+    """`std::seed_seq(values).generate` of n 32-bit words (the standard's algorithm)."""
+    m32 = 0xFFFFFFFF
+    b, s = [0x8B8B8B8B] * n, len(values)
+    t = 11 if n >= 623 else 7 if n >= 68 else 5 if n >= 39 else 3 if n >= 7 else (n - 1) // 2
+    p = (n - t) // 2
+    q = p + t
+    for k in range(max(s + 1, n)):
+        x = b[k % n] ^ b[(k + p) % n] ^ b[(k - 1) % n]
+        r1 = (1664525 * (x ^ (x >> 27))) & m32
+        r2 = (r1 + (s if k == 0 else (k % n + values[k - 1] if k <= s else k % n))) & m32
+        b[(k + p) % n] = (b[(k + p) % n] + r1) & m32
+        b[(k + q) % n] = (b[(k + q) % n] + r2) & m32
+        b[k % n] = r2
+    for k in range(max(s + 1, n), max(s + 1, n) + n):
+        x = (b[k % n] + b[(k + p) % n] + b[(k - 1) % n]) & m32
+        r3 = (1566083941 * (x ^ (x >> 27))) & m32
+        r4 = (r3 - k % n) & m32
+        b[(k + p) % n] ^= r3
+        b[(k + q) % n] ^= r4
+        b[k % n] = r4
+    return b
 
 
 _SEEDED: dict[int, np.ndarray] = {}

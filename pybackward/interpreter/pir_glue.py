@@ -1,0 +1,290 @@
+"""The PIR-only ops the interpreter runs itself: values moved around, not computed.
+
+PIR adds ops of its own around the computations the legacy kernels do:
+vectors of values (`builtin.combine` / `split` / `slice`), named outputs
+(`builtin.shadow_output`, `pd_op.fetch`), constant int arrays
+(`pd_op.full_int_array`, which feeds the attributes PIR passes as tensors),
+tensor arrays (`pd_op.create_array`, `array_write_`, `array_read`,
+`array_length`) and the stacks a control-flow backward section keeps its
+forward values on (`cf.stack_create`, `cf.tuple_push`, `cf.tuple_pop`,
+`cf.has_elements`). None of them has a legacy kernel to share; each is a
+function here, `glue(operand values, attrs) -> result values`, found by op
+name in `GLUE`. Regions (`pd_op.if` / `while` / `pylayer`, `cf.yield`) need
+the executor's block runner and are in `pir_executor`.
+
+A stack is one Python list, the value of all three results of its
+`cf.stack_create` (stack, inlet, outlet): a push appends a tuple, a pop
+takes the last one, so a backward `while` pops its iterations in reverse.
+A tensor array is a Python list of arrays; `array_write_` returns a new list
+(the executor then rebinds the array operand to it, as Paddle writes in place).
+`resolve` finds the legacy form a `pd_op.*` op computes with (through
+`pybackward.pir.opmap`), in-place variants included; `legacy_attrs`,
+`attr_value` and `cast_to` move attributes and values between the PIR op and
+the legacy kernel.
+May import: `pybackward.base`, `pybackward.ops` (the registry), `pybackward.pir`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..base import dtypes
+from ..base.errors import ExecutionError, PyBackwardError
+from ..ops import registry
+from ..pir import opmap
+from ..pir.model import Operation
+
+#: glue(operand values, the op's attrs as plain values) -> result values
+Glue = Callable[[Sequence[Any], dict[str, Any]], list[Any]]
+
+
+def numpy_dtype(name: str) -> np.dtype | None:
+    """The NumPy dtype of a PIR dtype name ('float32', 'bool', ...); None if it has none."""
+    try:
+        return dtypes.to_numpy(dtypes.from_any(name))
+    except (ValueError, KeyError, ExecutionError):
+        return None
+
+
+def _index(v: Any) -> int:
+    """An index operand (a one-element int array) as an int."""
+    a = np.asarray(v)
+    if a.size != 1 or a.dtype.kind not in "iu":
+        raise ExecutionError(f"an array index must be one integer, not {a.dtype}{list(a.shape)}")
+    return int(a.reshape(-1)[0])
+
+
+# ----------------------------------------------------------------- vectors
+def _combine(vals, attrs):
+    return [list(vals)]
+
+
+def _split(vals, attrs):
+    return list(vals[0])
+
+
+def _slice(vals, attrs):
+    return [vals[0][int(attrs["index"])]]
+
+
+# ------------------------------------------------------------ named values
+def _identity(vals, attrs):
+    return [vals[0]]
+
+
+def _nothing(vals, attrs):
+    return []
+
+
+def _full_int_array(vals, attrs):
+    dt = numpy_dtype(attrs.get("dtype", "int64")) or np.dtype(np.int64)
+    return [np.asarray(attrs.get("value", []), dtype=dt).reshape(-1)]
+
+
+# ----------------------------------------------------------- tensor arrays
+def _create_array(vals, attrs):
+    return [[]]
+
+
+def _array_write(vals, attrs):
+    array, x, i = vals[0], vals[1], _index(vals[2])
+    if i < 0:
+        raise ExecutionError(f"array_write_: index {i} is negative")
+    out = list(array or [])
+    if i >= len(out):
+        out.extend([None] * (i + 1 - len(out)))
+    out[i] = x
+    return [out]
+
+
+def _array_read(vals, attrs):
+    array, i = vals[0] or [], _index(vals[1])
+    if not 0 <= i < len(array) or array[i] is None:
+        raise ExecutionError(f"array_read: index {i} of an array of {len(array)} written items")
+    return [array[i]]
+
+
+def _array_length(vals, attrs):
+    return [np.array([len(vals[0] or [])], dtype=np.int64)]
+
+
+# ------------------------------------------------------------------ stacks
+def _stack_create(vals, attrs):
+    stack: list = []
+    return [stack, stack, stack]
+
+
+def _tuple_push(vals, attrs):
+    vals[0].append(tuple(vals[1:]))
+    return []
+
+
+def _tuple_pop(vals, attrs):
+    stack = vals[0]
+    if not stack:
+        raise ExecutionError("cf.tuple_pop: the stack is empty (more pops than the forward section pushed)")
+    return list(stack.pop())
+
+
+def _has_elements(vals, attrs):
+    return [np.array([len(vals[0]) > 0])]
+
+
+GLUE: dict[str, Glue] = {
+    "builtin.combine": _combine,
+    "builtin.split": _split,
+    "builtin.slice": _slice,
+    "builtin.shadow_output": _nothing,
+    "builtin.set_parameter": _nothing,
+    "pd_op.fetch": _identity,
+    "pd_op.full_int_array": _full_int_array,
+    "pd_op.create_array": _create_array,
+    "pd_op.array_write_": _array_write,
+    "pd_op.array_read": _array_read,
+    "pd_op.array_length": _array_length,
+    "cf.stack_create": _stack_create,
+    "cf.tuple_push": _tuple_push,
+    "cf.tuple_pop": _tuple_pop,
+    "cf.has_elements": _has_elements,
+}
+
+#: Glue ops that write their first operand in place (its value is the first result from then on).
+GLUE_INPLACE: dict[str, tuple[tuple[int, int], ...]] = {"pd_op.array_write_": ((0, 0),)}
+
+
+# -------------------------------------------- legacy inputs PIR does not pass
+def _transpose_xshape(ins: dict[str, list], attrs: dict[str, Any]) -> None:
+    """transpose2_grad reads the forward input's dims from XShape; PIR's
+    transpose_grad has only the output gradient and the permutation."""
+    g = ins.get("Out@GRAD")
+    if g and "XShape" not in ins:
+        perm = [int(p) for p in attrs.get("axis") or ()]
+        gshape = np.shape(g[0])
+        if sorted(p % max(len(gshape), 1) for p in perm) == list(range(len(gshape))):
+            shape = [0] * len(gshape)
+            for i, p in enumerate(perm):
+                shape[p % len(gshape)] = gshape[i]
+            ins["XShape"] = [np.empty((0, *shape), dtype=np.asarray(g[0]).dtype)]
+
+
+#: legacy type -> fills, in place, legacy inputs its PIR op does not have.
+LEGACY_INPUTS: dict[str, Callable[[dict[str, list], dict[str, Any]], None]] = {
+    "transpose2_grad": _transpose_xshape,
+}
+
+
+# ----------------------------------------------------------- the op map
+@dataclass(frozen=True)
+class Resolved:
+    """How a PIR op computes: the legacy form (`map`: legacy type, operand -> slot,
+    attr -> legacy attr) and which operands it writes in place, as (operand
+    index, result index) pairs: from then on the operand's value is the result's."""
+
+    map: opmap.OpMap
+    inplace: tuple[tuple[int, int], ...] = ()
+    #: Legacy attrs the op's name implies: `pd_op.tril` / `pd_op.triu` are tril_triu with
+    #: `lower` true / false, `pd_op.split` is split with `num` 0 (the alternative forms' conditions).
+    implied: tuple[tuple[str, Any], ...] = ()
+
+
+@lru_cache(maxsize=1)
+def _inplace_forms() -> dict[str, opmap.OpMap]:
+    """In-place PIR op name -> the legacy form whose `inplace` it is (`pd_op.relu_` -> relu)."""
+    out: dict[str, opmap.OpMap] = {}
+    for t in opmap.legacy_types():
+        for f in opmap.legacy_forms(t):
+            if f.inplace:
+                out.setdefault(f.inplace, f)
+    return out
+
+
+def _pairs(m: opmap.OpMap, names: tuple[tuple[str, str], ...]) -> tuple[tuple[int, int], ...]:
+    ops = [o.name for o in m.operands]
+    res = [r.name for r in m.results]
+    return tuple((ops.index(a), res.index(b)) for a, b in names if a in ops and b in res)
+
+
+def _implied(m: opmap.OpMap) -> tuple[tuple[str, Any], ...]:
+    """The legacy attrs a form stands for: a bool its condition excludes is the other
+    value; the base form has the values its alternatives' conditions exclude."""
+    out = [(a, not v) for a, v in m.when_attr_not.items() if isinstance(v, bool)]
+    forms = opmap.legacy_forms(m.legacy_type)
+    if forms and forms[0] is m:
+        pir_attrs = {a.legacy for a in m.attrs}
+        out += [(a, v) for alt in forms[1:] for a, v in alt.when_attr_not.items() if a not in pir_attrs]
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def resolve(name: str) -> Resolved | None:
+    """The legacy form of a PIR op name, or None when the op map has none.
+
+    `pd_op.matmul` -> matmul_v2; an in-place name (`pd_op.batch_norm_`,
+    `pd_op.relu_`) -> its out-of-place form, writing the operands its
+    `inplace_map` names; an in-place name the map does not list (`pd_op.X_`
+    where `pd_op.X` is mapped) writes its first operand as its first result,
+    Paddle's convention for them."""
+    m = opmap.pir_to_legacy(name)
+    if m is not None:
+        inplace = _pairs(m, m.inplace_map) if name.endswith("_") and m.inplace_map else ()
+        return Resolved(m, inplace, _implied(m))
+    m = _inplace_forms().get(name)
+    if m is not None:
+        return Resolved(m, _pairs(m, m.inplace_map), _implied(m))
+    if name.endswith("_") and not name.endswith("__"):
+        m = opmap.pir_to_legacy(name[:-1])
+        if m is not None:
+            pairs = _pairs(m, m.inplace_map) if m.inplace_map else ((0, 0),)
+            return Resolved(m, pairs, _implied(m))
+    return None
+
+
+# ------------------------------------------- values and attributes, legacy side
+def legacy_attrs(op: Operation, m: opmap.OpMap, implied: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
+    """The op's attributes under their legacy names, over what its name implies
+    (`pd_op.triu`: lower=False) and Paddle's legacy defaults."""
+    attrs: dict[str, Any] = {}
+    for name, _type, default in registry.default_attrs(m.legacy_type) or ():
+        attrs[name] = default
+    attrs.update(implied)
+    for am in m.attrs:
+        a = op.attrs.get(am.name)
+        if am.legacy is None or a is None or a.tag == "1.a_place":
+            continue
+        v = a.py()
+        if a.tag == "1.a_dtype":
+            try:
+                v = opmap.dtype_from_pir(v)
+            except PyBackwardError:
+                v = -1
+        attrs[am.legacy] = v
+    return attrs
+
+
+def attr_value(x: Any, int_array: bool) -> Any:
+    """An operand carrying a legacy attribute, as that attribute's value."""
+    if isinstance(x, list):                         # a vector of one-element tensors
+        x = np.concatenate([np.asarray(e).reshape(-1) for e in x]) if x else np.zeros(0, np.int64)
+    a = np.asarray(x)
+    if int_array:
+        return [int(i) for i in a.reshape(-1)]
+    if a.size != 1:
+        return [i.item() for i in a.reshape(-1)]
+    return a.reshape(-1)[0].item()
+
+
+def cast_to(x: Any, dt: np.dtype | None) -> Any:
+    """A kernel's output in its result's declared dtype (a complex gradient of a
+    real value is its real part, as Paddle's grad kernels take it)."""
+    if dt is None or x is None or isinstance(x, list):
+        return x
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype == dt:
+        return x
+    if x.dtype.kind == "c" and dt.kind != "c":
+        x = x.real
+    return x.astype(dt)
