@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import click
 
 import pybackward
 from pybackward.backward.guards import refuse_existing_backward
+from pybackward.base import dtypes
 from pybackward.base.errors import PyBackwardError
 from pybackward.base.suffixes import check_program_path
+from pybackward.views.summary import persistables_behind
 
-from .common import (Progress, append_with_checkpoints, beside_hint, evaluate, handle_errors, info, load_arrays,
-                     one_line, ops_option, quiet_option, recorded_deviations, resolve_loss, run_options, show_values,
-                     value_to_json, with_values_beside)
+from .common import (Progress, append_with_checkpoints, beside_hint, command_progress, evaluate, handle_errors,
+                     info, legacy_only, load_arrays, one_line, ops_option, quiet_option, recorded_deviations,
+                     resolve_loss, run_command, run_options, run_progress, show_values, type_text, value_to_json,
+                     with_values_beside)
 
 
 def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
@@ -127,11 +131,11 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
 
     used: dict[int, list[str] | None] = {}
 
-    def compute(prog):
+    def compute(prog, progress=None):
         if not force:
             refuse_existing_backward(prog)
         pairs, used[id(prog)] = append_with_checkpoints(
-            prog, resolve_loss(prog, loss), checkpoints, memory_budget, batch,
+            prog, resolve_loss(prog, loss), checkpoints, memory_budget, batch, progress=progress,
             parameter_list=list(parameters) or None, no_grad_set=set(no_grad) or None, aggregation=aggregation,
             paddle_exact=paddle_exact)
         if verify:
@@ -149,21 +153,29 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
         _batch(paths, out_dir, lambda prog: {"params_grads": rows_of(compute(prog))}, as_json, show_pairs, quiet)
         return
     src, out = _single_paths(paths, in_place, expect)
-    if out:
-        check_program_path(out)
-    prog = pybackward.load(src)
-    loss = resolve_loss(prog, loss)
-    ops_before = sum(len(b.ops) for b in prog.blocks)
-    pairs = compute(prog)
-    appended = sum(len(b.ops) for b in prog.blocks) - ops_before
-    rows = rows_of(pairs)
-    values = fetch = None
-    if run_after:  # run before anything is written: a failed run leaves no output behind
+    with command_progress("append:", quiet) as bar:
+        bar.stage(f"loading {src}")
+        prog = legacy_only(pybackward.load(src), "append", src)
+        if out:
+            check_program_path(out)
+        loss = resolve_loss(prog, loss)
+        ops_before = sum(len(b.ops) for b in prog.blocks)
+        pairs = compute(prog, bar)
+        appended = sum(len(b.ops) for b in prog.blocks) - ops_before
+        rows = rows_of(pairs)
+        values = fetch = None
         params, feeds_npz = with_values_beside(src, params, startup, feeds_npz, feed_items)
-        p, f = load_arrays(params, feeds_npz, feed_items, prog)
-        fetch = [loss] + [g for _, g in rows if g]
-        values = evaluate(prog, startup, p, f, fetch, check_nan, beside_hint(src))
-    written = _write_output(prog, out, in_place, src) if (out or in_place) else None
+        if run_after:  # run before anything is written: a failed run leaves no output behind
+            bar.stage("reading the values")
+            p, f = load_arrays(params, feeds_npz, feed_items, prog)
+            fetch = [loss] + [g for _, g in rows if g]
+            values = evaluate(prog, startup, p, f, fetch, check_nan, beside_hint(src),
+                              progress=run_progress(bar, "running op"))
+        if out or in_place:
+            bar.stage(f"writing {out or src}")
+        written = _write_output(prog, out, in_place, src) if (out or in_place) else None
+    n_grads = sum(1 for _, g in rows if g)
+    note = _loss_note(prog, loss, n_grads, src, written or "OUT")
     failure = None
     result = None
     if not as_json:
@@ -171,14 +183,18 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
             for p_name, g in rows:
                 click.echo(f"{p_name} -> {g}")
         if written:
-            n_grads = sum(1 for _, g in rows if g)
             info(f"wrote {written} (loss {loss}: {appended} ops appended, {n_grads} parameter "
-                 f"gradient{'s' * (n_grads != 1)})", quiet)
+                 f"gradient{'s' * (n_grads != 1)}{'; ' + note if note else ''})", quiet)
+            again = run_command(written, params, feeds_npz, feed_items, startup) if run_after else None
+            if again:
+                info(f"run it again: {again}", quiet)
     if expect:
         result, failure = _compare_golden(prog, expect, update, written or f"{src} (with backward)", as_json,
                                           quiet)
     if as_json:
         doc = {"output": written, "params_grads": rows}
+        if note:
+            doc["note"] = note
         if recorded_deviations():
             doc["deviations"] = recorded_deviations()
         if used.get(id(prog)):
@@ -193,6 +209,36 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
         raise pybackward.CheckFailedError(failure)
     if values is not None and not as_json:
         show_values(fetch, values, None)
+
+
+def _loss_note(prog, loss: str, n_grads: int, src: str, out: str) -> str | None:
+    """What the summary line adds when the result is likely not what was meant:
+    no parameter gradients (an inference model or a `jit.save` program, whose
+    weights are persistable vars, not parameters: name them and the
+    `gradients` command that differentiates them), and a loss that is not one
+    element (its gradients are those of the sum of its elements)."""
+    notes = []
+    if n_grads == 0:
+        weights = [v for v in persistables_behind(prog, loss)
+                   if not v.is_parameter and v.data_type is not None and dtypes.is_float(v.data_type)]
+        if weights:
+            names = [v.name for v in weights]
+            listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            inputs = " ".join(f"--input {shlex.quote(n)}" for n in names[:8])
+            if len(names) > 8:
+                inputs += f" ... ({len(names) - 8} more --input)"
+            notes.append(f"{loss} is computed from persistable vars that are not parameters ({listed}), as "
+                         "in an inference model or a jit.save program; for their gradients: pybackward "
+                         f"gradients --target {shlex.quote(loss)} {inputs} {shlex.quote(src)} {shlex.quote(out)}")
+        elif not any(v.is_parameter for v in prog.global_block().vars.values()):
+            notes.append("the program declares no parameters")
+        else:
+            notes.append(f"{loss} is computed from none of the program's parameters")
+    var = prog.global_block().var(loss)
+    if any(d != 1 for d in var.shape):
+        notes.append(f"{loss} is {type_text(var)}, not one element: the gradients are those of the sum "
+                     "of its elements")
+    return "; ".join(notes) or None
 
 
 def _single_paths(paths, in_place: bool, expect: str | None) -> tuple[str, str | None]:
@@ -237,7 +283,7 @@ def _batch(paths, out_dir: str, compute, as_json: bool, show_pairs: bool = False
             if os.path.realpath(dst) == os.path.realpath(src):
                 raise pybackward.ArgumentError(f"{src}: the output would overwrite the input "
                                                "(use --in-place for that, or another --out-dir)")
-            prog = pybackward.load(src)
+            prog = legacy_only(pybackward.load(src), "append", src)
             doc = compute(prog)
             dst.parent.mkdir(parents=True, exist_ok=True)
             pybackward.save(prog, dst)
@@ -300,14 +346,18 @@ def gradients(targets, inputs, target_grads, no_grad, as_json, force, quiet, exp
         raise pybackward.ArgumentError("--update rewrites the golden named by --expect GOLDEN; give it")
     if not out and not expect:
         raise pybackward.ArgumentError("missing OUT (or pass --expect GOLDEN to compare with a golden)")
-    prog = pybackward.load(src)
-    if not force:
-        refuse_existing_backward(prog)
-    tgrads = [None if g == "-" else g for g in target_grads] or None
-    grads = pybackward.gradients(list(targets), list(inputs), tgrads, set(no_grad) or None, program=prog,
-                                 paddle_exact=paddle_exact)
-    if out:
-        pybackward.save(prog, out)
+    with command_progress("gradients:", quiet) as bar:
+        bar.stage(f"loading {src}")
+        prog = legacy_only(pybackward.load(src), "gradients", src)
+        if not force:
+            refuse_existing_backward(prog)
+        tgrads = [None if g == "-" else g for g in target_grads] or None
+        bar.stage("appending the gradients")
+        grads = pybackward.gradients(list(targets), list(inputs), tgrads, set(no_grad) or None, program=prog,
+                                     paddle_exact=paddle_exact)
+        if out:
+            bar.stage(f"writing {out}")
+            pybackward.save(prog, out)
     rows = {x: (g.name if g is not None else None) for x, g in zip(inputs, grads)}
     if not as_json:
         for x, g in rows.items():

@@ -11,6 +11,8 @@ from pybackward import memory as pm
 # parse_bytes, resolve_checkpoints, append_with_checkpoints: shared with `append`, kept in common
 # (scripts and tests import them from here too).
 from .common import append_with_checkpoints, handle_errors, parse_bytes, resolve_checkpoints  # noqa: F401
+from .common import legacy_only
+from .common import Progress, checkpoint_choice, command_progress, quiet_option
 
 
 def _has_backward(prog) -> bool:
@@ -33,8 +35,9 @@ def _has_backward(prog) -> bool:
 @click.option("--saved", is_flag=True, help="List the forward values the backward section reads "
                                             "(what must stay in memory), per backward op.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@quiet_option
 @handle_errors
-def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, saved, as_json):
+def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, saved, as_json, quiet):
     """Peak activation memory of PROGRAM by static liveness (block 0, op order).
 
     A var is live from its first write to its last read; every -1 dim counts
@@ -42,63 +45,84 @@ def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, 
     --loss, PROGRAM is a forward program: the report is for its backward
     section, and --checkpoints shows what recompute would save.
     """
-    if saved:
-        _print_saved(program, batch, as_json)
-        return
     if batch < 1:
         raise pybackward.ArgumentError(f"--batch must be at least 1, not {batch}")
-    prog = pybackward.load(program)
+    with command_progress("stats:", quiet) as bar:
+        bar.stage(f"loading {program}")
+        if saved:
+            text = _saved_report(program, batch, as_json)
+        else:
+            text = _report(legacy_only(pybackward.load(program), "stats", program), program, batch, top, keep, loss, checkpoints,
+                           memory_budget, no_grad, as_json, bar)
+    click.echo(text)
+
+
+def _report(prog, program: str, batch: int, top: int, keep, loss, checkpoints, memory_budget, no_grad,
+            as_json: bool, bar: Progress) -> str:
+    """The peak report: of PROGRAM as it is, or (with --loss) of its backward
+    section, plain and with --checkpoints (said once: the checkpoints, the
+    peak before and after, and for "auto" what is recomputed and the budget)."""
     if loss is None:
         if checkpoints or memory_budget or no_grad:
             raise pybackward.ArgumentError("--checkpoints, --memory-budget and --no-grad need --loss")
+        bar.stage("measuring")
         rep = pm.memory(prog, batch_size=batch, top=top, keep=keep)
-        click.echo(rep.to_json() if as_json else str(rep))
-        return
+        return rep.to_json() if as_json else str(rep)
     if _has_backward(prog):
         raise pybackward.ArgumentError(f"{program} already has a backward section: drop --loss to "
                                        "report it as it is")
     prog.global_block().var(loss)
-    lines: list[str] = []
-    names = resolve_checkpoints(prog, loss, checkpoints, memory_budget, batch, no_grad, lines.append)
+    names, choice = checkpoint_choice(prog, loss, checkpoints, memory_budget, batch, no_grad, bar)
+    bar.stage("appending the backward section")
     plain = prog.clone()
     pybackward.append_backward(loss, program=plain, no_grad_set=set(no_grad) or None)
     rep = pm.memory(plain, batch_size=batch, top=top, keep=list(keep) + [loss])
     out: dict = {"plain": rep.to_dict()}
     after = None
     if names:
+        bar.stage("appending the backward section with checkpoints")
         ck = prog.clone()
         _, used = pybackward.append_backward(loss, program=ck, checkpoints=names,
                                              no_grad_set=set(no_grad) or None)
         after = pm.memory(ck, batch_size=batch, top=top, keep=list(keep) + [loss])
         out["checkpoints"] = used
         out["recompute"] = after.to_dict()
+    if choice is not None:
+        out["choice"] = {"checkpoints": list(choice.checkpoints), "recomputed_ops": choice.recomputed_ops,
+                         "forward_ops": choice.forward_ops, "budget": choice.budget, "fits": choice.fits}
     if as_json:
-        click.echo(json.dumps(out))
-        return
-    click.echo("without checkpoints:\n" + _indent(str(rep)))
+        return json.dumps(out)
+    lines = ["without checkpoints:\n" + _indent(str(rep))]
     if after is not None:
-        click.echo(f"with checkpoints {', '.join(out['checkpoints'])}:\n" + _indent(str(after)))
+        lines.append(f"with checkpoints {', '.join(out['checkpoints'])}:\n" + _indent(str(after)))
         ratio = after.peak_bytes / rep.peak_bytes if rep.peak_bytes else 1.0
-        click.echo(f"peak activation memory {pm.human(rep.peak_bytes)} -> {pm.human(after.peak_bytes)} "
-                   f"({ratio:.0%})")
-    for line in lines:
-        click.echo(line, err=True)
+        last = (f"peak activation memory {pm.human(rep.peak_bytes)} -> {pm.human(after.peak_bytes)} "
+                f"({ratio:.0%})")
+        if choice is not None:
+            last += f"; recomputes {choice.recomputed_ops} of {choice.forward_ops} forward ops"
+        lines.append(last)
+    elif choice is not None:
+        lines.append("checkpoints auto: none" + (" needed" if choice.budget is not None and choice.fits
+                                                 else " lowers the estimated peak"))
+    if choice is not None and choice.budget is not None:
+        lines.append(f"budget {pm.human(choice.budget)}: "
+                     + ("fits" if choice.fits else "does not fit even with the lowest peak found"))
+    return "\n".join(lines)
 
 
 def _indent(s: str) -> str:
     return "\n".join("  " + line for line in s.splitlines())
 
 
-def _print_saved(program: str, batch: int, as_json: bool) -> None:
-    import json
+def _saved_report(program: str, batch: int, as_json: bool) -> str:
     from pybackward.memory import human
     from pybackward.analysis.residuals import saved_residuals
-    rows = saved_residuals(pybackward.load(program), batch)
+    rows = saved_residuals(legacy_only(pybackward.load(program), "stats --saved", program), batch)
     if as_json:
-        click.echo(json.dumps([r.__dict__ for r in rows]))
-        return
+        return json.dumps([r.__dict__ for r in rows])
     total = sum(r.bytes or 0 for r in rows)
-    click.echo(f"{len(rows)} forward values are read by the backward section ({human(total)} at batch {batch}):")
+    lines = [f"{len(rows)} forward values are read by the backward section ({human(total)} at batch {batch}):"]
     for r in rows:
         size = human(r.bytes) if r.bytes is not None else "?"
-        click.echo(f"  {r.name:<36} {size:>10}  read by {', '.join(r.readers)}")
+        lines.append(f"  {r.name:<36} {size:>10}  read by {', '.join(r.readers)}")
+    return "\n".join(lines)

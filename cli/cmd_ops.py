@@ -6,7 +6,7 @@ import click
 import pybackward
 from pybackward.backward.maker_check import coverage_rows, coverage_totals
 
-from .common import handle_errors, ops_option
+from .common import handle_errors, legacy_only, ops_option
 
 
 def coverage_totals_line(t: dict) -> str:
@@ -49,7 +49,7 @@ def ops(missing, coverage, records, as_json):
         click.echo(coverage_totals_line(totals))
         return
     if missing:
-        prog = pybackward.load(missing)
+        prog = legacy_only(pybackward.load(missing), "ops --missing", missing)
         used: dict[str, int] = {}
         for b in prog.blocks:
             for op in b.ops:

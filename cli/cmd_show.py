@@ -28,7 +28,10 @@ from .common import handle_errors
 @click.option("--json", "as_json", is_flag=True, help="With --summary: print it as JSON.")
 @handle_errors
 def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_only, flat, fmt, as_summary, as_json):
-    """Print a readable listing of PROGRAM (binary, .pbtxt, or a PIR .json).
+    """Print a readable listing of PROGRAM (legacy or PIR).
+
+    PROGRAM is a legacy ProgramDesc (binary or .pbtxt) or a PIR program
+    (.json), told apart by content; a PIR program prints as Paddle prints it.
 
     Each op prints as `outputs = type(inputs) {attrs}` after its index and a
     mark: B backward, L the loss op, O optimizer. Sub-blocks are listed,

@@ -5,7 +5,9 @@ imports besides the library.
   failed check), `recorded_deviations`, `one_line`, the finite-float types;
 * progress: one overwritten line on a terminal for work that takes a while
   (`Progress`: shown only on a TTY, not with --quiet, after `delay` seconds;
-  cleared when it ends, so piped or redirected stderr gets nothing);
+  cleared when it ends, so piped or redirected stderr gets nothing), and
+  `command_progress`, the line every command that can run for seconds
+  shows: the step it is at, with a count where there is one;
 * running programs: reading arrays (`load_arrays`), `evaluate` / `execute`,
   printing values, the run options;
 * the everyday path through `append --run` and `run`: the values found
@@ -24,6 +26,7 @@ import functools
 import math
 import re
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -31,7 +34,6 @@ from pathlib import Path
 import click
 
 import pybackward
-from pybackward import memory as pm
 from pybackward.base.errors import CheckFailedError, PaddleDeviationWarning, PyBackwardError
 from pybackward.views.summary import needed_inputs
 
@@ -105,19 +107,35 @@ def one_line(s: str) -> str:
 # Progress
 # --------------------------------------------------------------------------
 class Progress:
+    """One overwritten line on stderr for work that takes a while (see the module doc).
+
+    `update(done, item, total)` draws `LABEL done/total item` (what `check`
+    shows); `stage(text)` draws `LABEL text`, for a step that has no count
+    (loading, the gradient pass, writing). With `tick` (seconds), a thread
+    draws the latest line once `delay` has passed even when the step itself
+    reports nothing for a while; `echo` prints a message line without
+    tearing the progress line."""
+
     def __init__(self, label: str, total: int | None = None, *, stream=None, quiet: bool = False,
-                 delay: float = 1.0, min_interval: float = 0.0, clock=time.monotonic):
+                 delay: float | None = None, min_interval: float = 0.0, clock=time.monotonic,
+                 tick: float | None = None):
         self.label = label
         self.total = total
         self.stream = sys.stderr if stream is None else stream
         self.enabled = not quiet and _isatty(self.stream)
-        self.delay = delay
+        self.delay = PROGRESS_DELAY if delay is None else delay
         self.clock = clock
         self.start = clock()
         #: Redraw at most this often (for updates per op, thousands a second).
         self.min_interval = min_interval
+        self.tick = tick
         self._drawn_at = float("-inf")
         self._shown = 0          # width of the line on screen (0: nothing shown)
+        self._text: str | None = None      # the latest line asked for
+        self._drawn: str | None = None     # the line on screen
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def update(self, done: int, item: str | None = None, total: int | None = None) -> None:
         """`done` of `total` finished; `item` is the one being worked on."""
@@ -125,31 +143,93 @@ class Progress:
             self.total = total
         if not self.enabled:
             return
-        now = self.clock()
-        if now - self.start < self.delay or now - self._drawn_at < self.min_interval:
-            return
-        self._drawn_at = now
         text = f"{self.label} {done}/{self.total}" if self.total is not None else f"{self.label} {done}"
         if item:
             text += f" {item}"
+        self._show(text)
+
+    def stage(self, text: str) -> None:
+        """The step being worked on, when it has no count: `LABEL text`."""
+        if self.enabled:
+            self._show(f"{self.label} {text}")
+
+    def _show(self, text: str) -> None:
+        with self._lock:
+            self._text = text
+            now = self.clock()
+            if now - self.start < self.delay or now - self._drawn_at < self.min_interval:
+                return
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        text = self._text or ""
+        self._drawn_at = now
+        self._drawn = text
         self._write("\r" + text + " " * max(0, self._shown - len(text)))
         self._shown = len(text)
 
+    def poll(self) -> None:
+        """Draw the latest line if it is due and not on screen yet (what the `tick` thread calls)."""
+        with self._lock:
+            now = self.clock()
+            if self._text is not None and self._text != self._drawn and now - self.start >= self.delay:
+                self._draw(now)
+
+    def echo(self, message: str) -> None:
+        """Print a line on the stream (a summary, the checkpoints chosen) while the progress line is up."""
+        with self._lock:
+            self._erase()
+            self._drawn = None
+            click.echo(message, file=self.stream)
+
     def clear(self) -> None:
-        """Erase the line (before other output, and at the end)."""
+        """Erase the line (before other output, and at the end); nothing is drawn
+        again until the next `update` or `stage`."""
+        with self._lock:
+            self._erase()
+            self._text = None
+
+    def _erase(self) -> None:
         if self._shown:
             self._write("\r" + " " * self._shown + "\r")
             self._shown = 0
+            self._drawn = None
 
     def _write(self, s: str) -> None:
         self.stream.write(s)
         self.stream.flush()
 
+    def _ticking(self) -> None:
+        while not self._stop.wait(self.tick):
+            self.poll()
+
     def __enter__(self) -> "Progress":
+        if self.enabled and self.tick:
+            self._thread = threading.Thread(target=self._ticking, name="pybackward-progress", daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
         self.clear()
+
+
+#: Seconds of work before a progress line appears (short commands print none).
+PROGRESS_DELAY = 1.0
+#: How often a command's progress thread looks for a line to draw (`Progress(tick=...)`).
+TICK = 0.25
+#: Redraw a progress line at most this often when it changes thousands of times a second (per op).
+REDRAW_INTERVAL = 0.1
+
+
+def command_progress(label: str, quiet: bool = False) -> Progress:
+    """The progress line of a command that can run for seconds: on a terminal,
+    after PROGRESS_DELAY, redrawn at most every REDRAW_INTERVAL, and drawn by a
+    thread every TICK while a step reports nothing."""
+    return Progress(label, quiet=quiet, min_interval=REDRAW_INTERVAL, tick=TICK)
 
 
 def _isatty(stream) -> bool:
@@ -217,7 +297,7 @@ def evaluate(prog, startup, params, feeds, fetch, check_nan, hint: str = "",
     exe = Executor(check_nan=check_nan, max_while_steps=max_while_steps, timeout=timeout, files=files)
     scope = Scope()
     if startup:
-        exe.run(pybackward.load(startup), scope=scope)
+        exe.run(legacy_only(pybackward.load(startup), "--startup", startup), scope=scope)
     exe.progress = progress
     for k, v in params.items():
         scope.set(k, v)
@@ -263,15 +343,56 @@ def show_values(fetch, values, out, as_json: bool = False, quiet: bool = False) 
     return dict(zip(fetch, values))
 
 
+def run_progress(bar: Progress, what: str = "op"):
+    """The interpreter's `progress(done, total, op_type)`, drawing `LABEL WHAT done/total op_type` on `bar`."""
+    return lambda done, total, op_type: bar.stage(f"{what} {done}/{total} {op_type}")
+
+
 def execute(prog, startup, params, feeds, fetch, check_nan, out, hint: str = "", as_json: bool = False,
             max_while_steps: int | None = None, timeout: float | None = None, quiet: bool = False,
-            files=None):
-    """Run, with a progress line on a terminal (see Progress), and show the values."""
-    with Progress("run: op", quiet=quiet, min_interval=0.1) as bar:
+            files=None, progress: Progress | None = None):
+    """Run, with a progress line on a terminal (see Progress; `progress`: the
+    command's own line, else one of its own), and show the values."""
+    if progress is None:
+        with Progress("run: op", quiet=quiet, min_interval=REDRAW_INTERVAL) as bar:
+            values = evaluate(prog, startup, params, feeds, fetch, check_nan, hint, max_while_steps, timeout,
+                              progress=lambda done, total, op_type: bar.update(done, op_type, total=total),
+                              files=files)
+    else:
         values = evaluate(prog, startup, params, feeds, fetch, check_nan, hint, max_while_steps, timeout,
-                          progress=lambda done, total, op_type: bar.update(done, op_type, total=total),
-                          files=files)
+                          progress=run_progress(progress), files=files)
+        progress.clear()
     return show_values(fetch, values, out, as_json, quiet)
+
+
+def execute_pir(prog, params, feeds, fetch, check_nan, out, as_json: bool = False,
+                max_while_steps: int | None = None, timeout: float | None = None, quiet: bool = False,
+                progress: Progress | None = None, paddle_seed: int | None = None) -> dict:
+    """Run a PIR program (forward, and its backward section if it has one) and show the
+    values: FETCH (`%N`, a parameter / data / fetch / shadow_output name, or NAME@GRAD),
+    or by default its fetches, its loss and every NAME@GRAD."""
+    from pybackward.interpreter.pir_executor import run as run_pir
+    opts = dict(check_nan=check_nan, max_while_steps=max_while_steps, timeout=timeout, paddle_seed=paddle_seed)
+    if progress is not None:
+        opts["progress"] = run_progress(progress)
+    values = run_pir(prog, feeds, params, list(fetch) or None, **opts)
+    if progress is not None:
+        progress.clear()
+    return show_values(list(values), list(values.values()), out, as_json, quiet)
+
+
+def pir_only_options(prog, **given) -> None:
+    """Refuse the options that apply to legacy programs only, naming them."""
+    named = [name for name, value in given.items() if value]
+    if named:
+        raise pybackward.ArgumentError(f"{prog.source or 'the program'}: is a PIR program; "
+                                       f"{', '.join(named)} apply to legacy programs only")
+
+
+def legacy_only(prog, what: str, source: str | None = None):
+    """The program, if it is a legacy one; else one line saying what takes PIR programs today."""
+    from pybackward.formats import require_legacy
+    return require_legacy(prog, what, source)
 
 
 _RUN_OPTIONS = [
@@ -323,10 +444,62 @@ def values_beside(src: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return params, feeds
 
 
-def beside_hint(src: str) -> str:
+def beside_hint(src: str, prog=None) -> str:
+    """What a run of SRC reads when no values are given; for a program with a
+    backward section (one `pybackward append` wrote), where its values are."""
     stem = Path(src).with_suffix("").name
-    return (f" (without --params and --feeds, pybackward reads params.npz or {stem}.pdparams or "
-            f"{stem}.pdiparams, and feeds.npz, beside {src})")
+    hint = (f" (without --params and --feeds, pybackward reads params.npz or {stem}.pdparams or "
+            f"{stem}.pdiparams, and feeds.npz, beside {src}")
+    if isinstance(prog, pybackward.Program) and pybackward.summary(prog).has_backward:
+        hint += ("; a program `pybackward append` wrote runs on the values of its input: "
+                 "--params IN.pdparams (or params.npz) --feeds feeds.npz from beside IN")
+    return hint + ")"
+
+
+def run_command(out: str, params, feeds_npz, feed_items, startup: str | None = None) -> str | None:
+    """The `pybackward run OUT ...` that runs a written program on the values
+    used here (given, or found beside the input), when a plain `pybackward
+    run OUT` would not find the same beside OUT (None when it would, or when
+    there are no values to name)."""
+    import shlex
+    if not params and not feeds_npz and not feed_items and not startup:
+        return None
+    if values_beside(out) == (tuple(params), tuple(feeds_npz)) and not feed_items and not startup:
+        return None
+    args = ["pybackward", "run", out]
+    for flag, items in (("--startup", [startup] if startup else []), ("--params", params),
+                        ("--feeds", feeds_npz), ("--feed", feed_items)):
+        for item in items:
+            args += [flag, item]
+    return " ".join(shlex.quote(str(a)) for a in args)
+
+
+def default_fetch(prog) -> list[str]:
+    """What `run` fetches without --fetch: the targets of the program's fetch
+    ops (an inference model's outputs), else its loss candidates and, when it
+    has a backward section, the parameter gradients it computes. (A legacy
+    program's; a PIR program names its fetches with --fetch.)"""
+    if not isinstance(prog, pybackward.Program):
+        raise pybackward.ArgumentError(f"{getattr(prog, 'source', None) or 'the program'}: give --fetch NAME "
+                                       "(the values to print)")
+    block = prog.global_block()
+    fetched = []
+    for op in block.ops:
+        if op.type == "fetch":
+            col = op.attr("col", 0)
+            fetched.extend((col if isinstance(col, int) else 0, n) for n in op.input("X"))
+    if fetched:
+        names = [n for _, n in sorted(fetched, key=lambda item: item[0])]
+        return list(dict.fromkeys(names))
+    info_ = pybackward.summary(prog)
+    names = [c.name for c in info_.losses]
+    if names and info_.has_backward:
+        names += [f"{p.name}@GRAD" for p in info_.parameters if block.has_var(f"{p.name}@GRAD")]
+    if not names:
+        raise pybackward.ArgumentError(f"{prog.source or 'the program'}: no --fetch given, and the program has "
+                                       "no fetch ops and no loss candidate; give --fetch NAME "
+                                       "(`pybackward show --summary` lists feeds and outputs)")
+    return names
 
 
 def with_values_beside(src: str, params, startup, feeds_npz, feed_items) -> tuple[tuple, tuple]:
@@ -392,11 +565,12 @@ def missing_inputs_error(prog, given, feeds, error: str, hint: str = ""):
 
 
 def _listing(vs) -> str:
-    shown = [f"{v.name} ({_type_text(v)})" for v in vs[:6]]
+    shown = [f"{v.name} ({type_text(v)})" for v in vs[:6]]
     return ", ".join(shown) + (f" and {len(vs) - 6} more" if len(vs) > 6 else "")
 
 
-def _type_text(v) -> str:
+def type_text(v) -> str:
+    """`float32[-1, 4]`: a var's dtype and declared shape."""
     try:
         dt = v.dtype
     except pybackward.PyBackwardError:
@@ -425,27 +599,36 @@ def parse_bytes(text: str | int | None) -> int | None:
     return n
 
 
-def resolve_checkpoints(prog, loss: str, spec: str | None, budget: str | int | None = None,
-                        batch: int = 1, no_grad=(), echo=None):
-    """What `append --checkpoints SPEC` passes to append_backward.
+def choose_checkpoints(prog, loss: str, budget: int | None = None, batch: int = 1, no_grad=(),
+                       progress: Progress | None = None):
+    """`memory.choose_checkpoints`, telling `progress` of each choice it judges
+    (the search builds and measures a backward section per choice: seconds
+    to minutes on a large model)."""
+    from pybackward.analysis.checkpoint_choice import choose
+    from pybackward.backward.api import append_for_choice
+    judged = 0
 
-    SPEC is "auto" (pick them: `memory.choose_checkpoints`, within `budget`
-    bytes if given) or comma-separated var names; None means no recompute.
-    The choice and the estimated peak before and after go to `echo`
-    (default: stderr). Returns a list of names, or None (no recompute: no
-    SPEC, or "auto" found nothing worth recomputing).
-    """
-    echo = echo or (lambda s: click.echo(s, err=True))
+    def build(copy, loss_name, checkpoints, no_grad_names):
+        nonlocal judged
+        judged += 1
+        if progress is not None:
+            progress.stage(f"choosing checkpoints ({judged} choice{'s' * (judged != 1)} judged)")
+        return append_for_choice(copy, loss_name, checkpoints, no_grad_names)
+    return choose(prog, loss, build, budget=budget, batch_size=batch, no_grad_set=set(no_grad) or None)
+
+
+def checkpoint_choice(prog, loss: str, spec: str | None, budget: str | int | None = None, batch: int = 1,
+                      no_grad=(), progress: Progress | None = None):
+    """SPEC ("auto" or comma-separated names, None: no recompute) as
+    (checkpoint names or None, the CheckpointChoice when SPEC is "auto")."""
     budget = parse_bytes(budget)
     if spec is None:
         if budget is not None:
             raise pybackward.ArgumentError("--memory-budget needs --checkpoints auto")
-        return None
+        return None, None
     if spec.strip() == "auto":
-        choice = pm.choose_checkpoints(prog, loss, budget=budget, batch_size=batch,
-                                       no_grad_set=set(no_grad) or None)
-        echo(str(choice))
-        return list(choice.checkpoints) or None
+        choice = choose_checkpoints(prog, loss, budget, batch, no_grad, progress)
+        return list(choice.checkpoints) or None, choice
     if budget is not None:
         raise pybackward.ArgumentError("--memory-budget goes with --checkpoints auto, not with names")
     names = [n.strip() for n in spec.split(",") if n.strip()]
@@ -453,18 +636,40 @@ def resolve_checkpoints(prog, loss: str, spec: str | None, budget: str | int | N
         raise pybackward.ArgumentError("--checkpoints takes \"auto\" or comma-separated var names")
     for n in names:
         prog.global_block().var(n)
+    return names, None
+
+
+def resolve_checkpoints(prog, loss: str, spec: str | None, budget: str | int | None = None,
+                        batch: int = 1, no_grad=(), echo=None, progress: Progress | None = None):
+    """What `append --checkpoints SPEC` passes to append_backward.
+
+    SPEC is "auto" (pick them: `memory.choose_checkpoints`, within `budget`
+    bytes if given) or comma-separated var names; None means no recompute.
+    The choice and the estimated peak before and after go to `echo`
+    (default: stderr, through `progress` when given). Returns a list of
+    names, or None (no recompute: no SPEC, or "auto" found nothing worth
+    recomputing).
+    """
+    if echo is None:
+        echo = progress.echo if progress is not None else (lambda s: click.echo(s, err=True))
+    names, choice = checkpoint_choice(prog, loss, spec, budget, batch, no_grad, progress)
+    if choice is not None:
+        echo(str(choice))
     return names
 
 
 def append_with_checkpoints(prog, loss: str, checkpoints: str | None, memory_budget=None,
-                            batch: int = 1, echo=None, **kwargs):
+                            batch: int = 1, echo=None, progress: Progress | None = None, **kwargs):
     """`append_backward` for `append --checkpoints SPEC [--memory-budget B] [--batch N]`.
 
     Returns (params_grads, checkpoint names or None); `kwargs` go to
     append_backward (parameter_list, no_grad_set, aggregation, ...).
+    `progress` shows the search for "auto" and then the pass.
     """
     no_grad = kwargs.get("no_grad_set") or ()
-    names = resolve_checkpoints(prog, loss, checkpoints, memory_budget, batch, no_grad, echo)
+    names = resolve_checkpoints(prog, loss, checkpoints, memory_budget, batch, no_grad, echo, progress)
+    if progress is not None:
+        progress.stage("appending the backward section" + (" with checkpoints" if names else ""))
     if names is None:
         return pybackward.append_backward(loss, program=prog, **kwargs), None
     pairs, used = pybackward.append_backward(loss, program=prog, checkpoints=names, **kwargs)

@@ -117,6 +117,6 @@ def require_legacy(program: AnyProgram, what: str, source: str | None = None) ->
     """The program, if it is a legacy one; a clear refusal for a PIR program where only legacy ones work yet."""
     if isinstance(program, pir.Program):
         raise ArgumentError(f"{source or 'the program'}: is a PIR program (Paddle 3.x's JSON format); {what} "
-                            "takes legacy ProgramDesc programs only so far (show, diff, dot and convert read "
-                            "PIR programs; Paddle writes the legacy format under FLAGS_enable_pir_api=0)")
+                            "takes legacy ProgramDesc programs only so far (show, diff, dot, convert, run and check "
+                            "take PIR programs; Paddle writes the legacy format under FLAGS_enable_pir_api=0)")
     return program

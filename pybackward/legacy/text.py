@@ -125,10 +125,15 @@ def op_line(op: Operator, index: int, show_attrs: bool = True, all_attrs: bool =
     return f"[{index:>3}]{role_mark(op)} {op_to_text(op, show_attrs, all_attrs, ignore)}"
 
 
-def block_header(block: Block) -> str:
+def block_header(block: Block, shown: tuple[int, int, str] | None = None) -> str:
+    """`block 0 (parent -1): 9 vars, 5 ops`; with `shown` = (vars, ops, section) for a listing of one
+    side only: `block 0 (parent -1): 4 of 9 vars, 2 of 5 ops (backward)`."""
     head = f"block {block.idx} (parent {block.parent_idx}"
     if block.forward_block_idx != -1:
         head += f", forward block {block.forward_block_idx}"
+    if shown is not None:
+        n_vars, n_ops, section = shown
+        return head + f"): {n_vars} of {len(block.vars)} vars, {n_ops} of {len(block.ops)} ops ({section})"
     return head + f"): {len(block.vars)} vars, {len(block.ops)} ops"
 
 
@@ -149,13 +154,13 @@ def block_to_lines(block: Block, show_attrs: bool = True, all_attrs: bool = Fals
     listed (with their original indices), and only the vars they use."""
     seen = _seen if _seen is not None else set()
     seen.add(block.idx)
-    yield indent + block_header(block)
     kept = [(i, op) for i, op in enumerate(block.ops) if in_section(op, section)]
+    used = _used_names(op for _, op in kept) if section is not None else None
+    shown_vars = [v for v in block.vars.values() if used is None or v.name in used]
+    yield indent + block_header(block, None if section is None else (len(shown_vars), len(kept), section))
     if show_vars:
-        used = _used_names(op for _, op in kept) if section is not None else None
-        for v in block.vars.values():
-            if used is None or v.name in used:
-                yield f"{indent}  {var_to_text(v)}"
+        for v in shown_vars:
+            yield f"{indent}  {var_to_text(v)}"
     for i, op in kept:
         yield f"{indent}  {op_line(op, i, show_attrs, all_attrs)}"
         if not nested:

@@ -17,7 +17,8 @@ from the same code (same op types, slots, attrs and attr order, var names,
 shapes, dtypes and flags; `op_callstack` is left empty). This module plays
 both `paddle` (tensor functions: `static.mean`, `static.matmul`, ...) and
 `paddle.static`; `static.nn` is `paddle.static.nn` and also carries
-`functional` and `initializer`, as `paddle.nn` does.
+`functional` and `initializer`, as `paddle.nn` does. `static.save` and
+`static.save_inference_model` write Paddle's files (`static.io`).
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ from .tensor import (cast, concat, gather, matmul, mean, reshape, scale, slice, 
 from .functional import (dropout, gelu, relu, sigmoid, softmax, tanh)  # noqa: F401
 from .backward import append_backward, gradients  # noqa: F401
 from .executor import CPUPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401
+from . import io  # noqa: F401
+from .io import normalize_program, save, save_inference_model  # noqa: F401
 
 _math.patch(Variable)
 
@@ -43,5 +46,5 @@ __all__ = [
     "nn", "functional", "append_backward", "gradients", "Executor", "Scope", "global_scope",
     "scope_guard", "CPUPlace", "mean", "sum", "matmul", "reshape", "transpose", "concat", "split",
     "slice", "gather", "stack", "cast", "scale", "unsqueeze", "squeeze", "relu", "sigmoid", "tanh",
-    "softmax", "gelu", "dropout",
+    "softmax", "gelu", "dropout", "io", "save", "save_inference_model", "normalize_program",
 ]

@@ -161,8 +161,8 @@ def render(dot_text: str, path: str | os.PathLike) -> None:
     exe = dot_program()
     if exe is None:
         raise PyBackwardError(f"{path}: cannot render {fmt}: Graphviz's `dot` program is not installed "
-                              "(install Graphviz, e.g. `apt-get install graphviz`, or write DOT text "
-                              "with -o FILE.dot)")
+                              "(install Graphviz, e.g. `apt-get install graphviz`; or draw an HTML page, "
+                              "which needs no Graphviz, with -o FILE.html; or write DOT text with -o FILE.dot)")
     try:
         r = subprocess.run([exe, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:

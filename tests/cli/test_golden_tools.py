@@ -36,7 +36,9 @@ def test_show_sections_by_op_role():
     full = invoke("show", "--no-vars", "--no-attrs", FIT_BWD).output.splitlines()
     bwd = invoke("show", "--no-vars", "--no-attrs", "--backward-only", FIT_BWD).output.splitlines()
     fwd = invoke("show", "--no-vars", "--no-attrs", "--forward-only", FIT_BWD).output.splitlines()
-    assert bwd[0] == fwd[0] == full[0] == "block 0 (parent -1): 16 vars, 11 ops"
+    assert full[0] == "block 0 (parent -1): 16 vars, 11 ops"
+    assert bwd[0] == "block 0 (parent -1): 15 of 16 vars, 6 of 11 ops (backward)"    # what is shown, of the block
+    assert fwd[0] == "block 0 (parent -1): 9 of 16 vars, 5 of 11 ops (forward)"
     assert [ln[:8] for ln in bwd[1:]] == [f"  [{i:>3}]B" for i in range(5, 11)]
     assert [ln[:8] for ln in fwd[1:]] == ["  [  0] ", "  [  1] ", "  [  2] ", "  [  3] ", "  [  4]L"]
     assert "  [  4]L Out=mean_0.tmp_0 = reduce_mean(X=square_error_cost_0.tmp_1)" in fwd

@@ -151,3 +151,45 @@ def test_every_bad_pir_file_is_one_line_and_exit_2(case, tmp_path):
         assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in err, (args, err)
         assert not (tmp_path / "out.html").exists() and not (tmp_path / "out.json").exists()
     assert path.stat().st_size == before
+
+
+VALUES = TESTDATA / "pir_values"
+
+
+@pytest.mark.parametrize("name, run", [("mlp_bwd", "mlp_bwd"), ("cnn_bwd", "cnn_bwd"), ("cond_bwd", "cond_bwd-pos"),
+                                       ("cond_bwd", "cond_bwd-neg"), ("while_bwd", "while_bwd")])
+def test_run_gives_paddles_values(name, run, tmp_path):
+    """`run` on a PIR program with Paddle's backward section: the loss and every NAME@GRAD, equal to
+    what Paddle's PIR Executor computed on the same values (testdata/pir_values; the CNN's unseeded
+    dropout drawn from Paddle's global generator after the paddle.seed it ran under)."""
+    import numpy as np
+    seed = json.loads((VALUES / "manifest.json").read_text())["runs"][run]["paddle_seed"]
+    out = tmp_path / "r.npz"
+    r = cli("run", PIR / f"{name}.json", "--params", VALUES / f"{run}.params.npz",
+            "--feeds", VALUES / f"{run}.feeds.npz", "--out", out, "-q", "--paddle-seed", str(seed))
+    assert r.returncode == 0, r.stderr
+    got = dict(np.load(out))
+    want = dict(np.load(VALUES / f"{run}.values.npz"))
+    grads = [k for k in got if k.endswith("@GRAD")]
+    assert grads, got.keys()
+    prog = pybackward.load(PIR / f"{name}.json")
+    for k, v in got.items():
+        ref = k if k in want else (f"%{prog.value(k).id}" if not k.endswith("@GRAD") else None)
+        if ref in want:
+            np.testing.assert_allclose(v, want[ref], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_check_passes_on_paddles_backward_section():
+    r = cli("check", PIR / "mlp_bwd.json", "--params", VALUES / "mlp_bwd.params.npz",
+            "--feeds", VALUES / "mlp_bwd.feeds.npz")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(" ok") >= 4
+
+
+@pytest.mark.parametrize("args", [["append", "{p}", "{out}"], ["gradients", "--target", "%16", "--input", "x", "{p}",
+                                                               "{out}"], ["stats", "{p}"]])
+def test_commands_that_take_legacy_programs_only_say_so(args, tmp_path):
+    out = tmp_path / "out.json"
+    r = cli(*[a.format(p=PIR / "mlp.json", out=out) for a in args])
+    assert r.returncode == 2 and "is a PIR program" in r.stderr and not out.exists()
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -109,8 +109,8 @@ def test_dot_output_file_and_errors(tmp_path):
     r = run("dot", str(DOC), "-o", str(tmp_path / "g.svg"), env=env)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == (f"error: {tmp_path / 'g.svg'}: cannot render svg: Graphviz's `dot` program is not "
-                                "installed (install Graphviz, e.g. `apt-get install graphviz`, or write DOT text "
-                                "with -o FILE.dot)")
+                                "installed (install Graphviz, e.g. `apt-get install graphviz`; or draw an HTML "
+                                "page, which needs no Graphviz, with -o FILE.html; or write DOT text with -o FILE.dot)")
     assert not (tmp_path / "g.svg").exists()
     r = run("dot", str(tmp_path / "none.pb"))
     assert r.returncode == 2 and "no such file" in r.stderr

@@ -284,8 +284,8 @@ _unary("log_softmax", _log_softmax,
 # pow (factor attr or FactorTensor), clip (min/max attrs or Min/Max tensors)
 # --------------------------------------------------------------------------
 def _factor(c: Call) -> float:
-    if c.has("FactorTensor"):
-        return float(np.asarray(c.x("FactorTensor")).reshape(-1)[0])
+    if c.has("FactorTensor"):  # the factor is a float: a complex tensor gives its real part
+        return float(np.real(np.asarray(c.x("FactorTensor")).reshape(-1)[0]))
     return c.attr("factor", 1.0)
 
 

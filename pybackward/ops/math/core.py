@@ -266,8 +266,10 @@ register(OpDef(type="bmm", **XY, kernel=_bmm,
 # scale, sum, mean
 # --------------------------------------------------------------------------
 def _scalar_in(c: Call, slot: str, attr: str, default: float) -> float:
-    if c.has(slot):
-        return float(np.asarray(c.x(slot)).reshape(-1)[0])
+    if c.has(slot):  # a complex tensor gives its real part, as Paddle's kernel does on real X
+        # (on complex X Paddle's kernel uses the whole value, and its grad op scales by it
+        # unconjugated; here both use the real part, so forward and backward agree)
+        return float(np.real(np.asarray(c.x(slot)).reshape(-1)[0]))
     return c.attr(attr, default)
 
 
