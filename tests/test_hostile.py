@@ -650,3 +650,484 @@ def test_no_golden_program_has_a_non_float_parameter():
     for f in sorted(PROGRAMS.glob("*/forward.pb")):
         prog = pybackward.load(f)
         assert non_float_params(prog, [v.name for v in prog.global_block().all_parameters()]) == [], f
+
+
+# ==========================================================================
+# Issue #36, "Hostile files, round 3": the file readers. Each case: one line
+# on stderr and exit 2 (or the right result), in bounded time and memory
+# (CPU < 5 s, peak RSS < 300 MB), nothing written, the inputs untouched. The
+# big files are generated here; small ones are corpus cases (tests/bad_inputs,
+# make_corpus.py `files_cases`).
+# ==========================================================================
+import io  # noqa: E402
+import resource  # noqa: E402
+import struct  # noqa: E402
+import zipfile  # noqa: E402
+import zlib  # noqa: E402
+
+from pybackward.tensors import paddle_files as pf  # noqa: E402
+from pybackward.tensors import safe_pickle  # noqa: E402
+
+FIT_FEEDS = FIT_DIR / "feeds.npz"
+FIT_PARAMS = FIT_DIR / "params.npz"
+CPU_LIMIT_S = 5.0
+RSS_LIMIT_MB = 300
+#: The child's address space: a reader that asks for the machine (the bugs) gets a
+#: MemoryError, and the test fails, instead of the machine swapping.
+AS_LIMIT = 3 << 30
+
+
+#: Runs the CLI as `python -m pybackward_cli.main` does, and at exit writes the
+#: process's own peak RSS (VmHWM, in kB) to the file descriptor given first: wait4's
+#: ru_maxrss would start from the RSS of the pytest process that forked it.
+_PEAK_REPORTING_MAIN = """
+import atexit, os, runpy, sys
+fd = int(sys.argv.pop(1))
+def report():
+    try:
+        with open('/proc/self/status') as f:
+            peak = next((ln.split()[1] for ln in f if ln.startswith('VmHWM:')), '')
+    except OSError:
+        peak = ''
+    os.write(fd, peak.encode())
+atexit.register(report)
+runpy.run_module('pybackward_cli.main', run_name='__main__', alter_sys=True)
+"""
+
+
+def measured(*args, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float, float]:
+    """The CLI in a process of its own: (result, CPU seconds from wait4's accounting of
+    that one child, its own peak RSS in MB). Killed (rc -9) after `timeout` seconds;
+    its address space is limited to AS_LIMIT."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
+    peak_r, peak_w = os.pipe()
+    p = subprocess.Popen([sys.executable, "-c", _PEAK_REPORTING_MAIN, str(peak_w), *map(str, args)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limit, pass_fds=(peak_w,))
+    os.close(peak_w)
+    got: dict[str, bytes] = {}
+    readers = [threading.Thread(target=lambda k, f: got.__setitem__(k, f.read()), args=(k, f))
+               for k, f in (("out", p.stdout), ("err", p.stderr), ("peak", os.fdopen(peak_r, "rb")))]
+    for t in readers:
+        t.start()
+    timer = threading.Timer(timeout, p.kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(p.pid, 0)
+    finally:
+        timer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    for t in readers:
+        t.join()
+    p.stdout.close()
+    p.stderr.close()
+    result = subprocess.CompletedProcess(args, p.returncode, got["out"].decode(errors="replace"),
+                                         got["err"].decode(errors="replace"))
+    peak_mb = int(got["peak"]) / 1024 if got["peak"] else usage.ru_maxrss / 1024
+    return result, usage.ru_utime + usage.ru_stime, peak_mb
+
+
+def bounded(*args, code: int = 2, timeout: float = 60) -> str:
+    """Run the CLI; it ends with `code` within the CPU and memory bounds. Its stderr line
+    (exactly one, when code != 0), or its stdout."""
+    r, cpu, rss = measured(*args, timeout=timeout)
+    assert r.returncode != -signal.SIGKILL, f"hung: killed after {timeout} s"
+    assert r.returncode >= 0, f"killed by signal {-r.returncode}: {r.stderr[-2000:]}"
+    line = one_error_line(r, code) if code else r.stdout
+    if code == 0:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert rss < RSS_LIMIT_MB, f"{rss:.0f} MB peak RSS"
+    assert cpu < CPU_LIMIT_S, f"{cpu:.1f} s of CPU"
+    return line
+
+
+def untouched(d: Path):
+    """A context that checks no file under `d` changed (bytes, mtime), appeared or went
+    (a directory's own mtime may change: a failed write may have made and removed a
+    temporary file in it)."""
+    def state() -> dict:
+        return {p: (None, 0) if p.is_dir() and not p.is_symlink() else
+                (p.read_bytes() if p.is_file() else None, p.lstat().st_mtime_ns) for p in sorted(d.rglob("*"))}
+
+    class _Check:
+        def __enter__(self):
+            self.before = state()
+
+        def __exit__(self, *exc):
+            if exc[0] is None:
+                after = state()
+                assert after == self.before, sorted(set(after) ^ set(self.before)) or "a file changed"
+    return _Check()
+
+
+# -- generators ---------------------------------------------------------------
+def pk_text(s: str) -> bytes:
+    b = s.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def fit_params_pickle(put: bytes = b"") -> bytes:
+    """fit_a_line's parameters as a protocol-2 .pdparams, with `put` right after the dict."""
+    with np.load(FIT_PARAMS) as z:
+        plain = {k: z[k] for k in z.files}
+    data = __import__("pickle").dumps(plain, protocol=2)
+    assert data[:3] == b"\x80\x02}"
+    return data[:3] + put + data[3:]
+
+
+def nested_key_pickle(depth: int) -> bytes:
+    """{((((...)))): 'v'}: a tuple nested `depth` deep as a dict key (a byte a level)."""
+    return b"\x80\x04}" + b")" + b"\x85" * depth + b"\x8c\x01vs."
+
+
+def dag_pickle(levels: int = 40) -> bytes:
+    """numpy.dtype(t40), where t(i+1) = (ti, ti): 2^40 leaves in ~300 bytes."""
+    body = b"\x80\x04cnumpy\ndtype\nN\x85q\x000"
+    for i in range(levels):
+        body += b"h" + bytes([i]) + b"h" + bytes([i]) + b"\x86q" + bytes([i + 1]) + b"0"
+    return body + b"h" + bytes([levels]) + b"\x85R."
+
+
+def array_pickle(dims: bytes) -> bytes:
+    """{'w': array} whose shape's opcodes are `dims` (no data)."""
+    return (b"\x80\x04}\x8c\x01wcnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85C\x01b\x87R"
+            b"(K\x01(" + dims + b"tcnumpy\ndtype\n\x8c\x02f4\x89\x88\x87R(K\x03\x8c\x01<NNN"
+            b"J\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89C\x00tbs.")
+
+
+def colliding_keys_pickle(n: int) -> bytes:
+    """{k*(2^61-1): None for k in 1..n}: int keys whose hashes are all 0."""
+    m = 2**61 - 1
+    keys = b"".join(b"\x8a" + bytes([((i * m).bit_length() + 8) // 8]) +
+                    (i * m).to_bytes(((i * m).bit_length() + 8) // 8, "little", signed=True) + b"N"
+                    for i in range(1, n + 1))
+    return b"\x80\x04}(" + keys + b"u."
+
+
+def tensor_record(dims, data: bytes = b"") -> bytes:
+    desc = pb.VarType.TensorDesc(data_type=pb.VarType.FP32, dims=dims).SerializeToString()
+    return struct.pack("<IQIi", 0, 0, 0, len(desc)) + desc + data
+
+
+def zip_listing_one_member(times: int, size: int, declared: int | None = None) -> bytes:
+    """A .npz whose directory lists one deflated w.npy of `size` zero bytes of data
+    `times` times (the data deflated in 1 MiB pieces: never `size` bytes in memory);
+    `declared`: the member's size as its headers give it, if not the true one."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": (size // 4,)})
+    head = buf.getvalue()
+    comp, zeros = zlib.compressobj(9, zlib.DEFLATED, -15), bytes(1 << 20)
+    pieces, crc = [comp.compress(head)], zlib.crc32(head)
+    for _ in range(size >> 20):
+        pieces.append(comp.compress(zeros))
+        crc = zlib.crc32(zeros, crc)
+    data = b"".join(pieces) + comp.flush()
+    usize = declared or len(head) + size
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0x21, crc, len(data), usize, 5, 0) + b"w.npy"
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 0x21, crc, len(data), usize,
+                          5, 0, 0, 0, 0, 0, 0) + b"w.npy"
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, times, times, len(central) * times,
+                      len(local) + len(data), 0)
+    return local + data + central * times + end
+
+
+def npz_with_bomb(name: str, size: int) -> bytes:
+    """fit_a_line's params, and a deflate bomb of `size` zeros under `name`."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf, np.load(FIT_PARAMS) as z:
+        for k in z.files:
+            one = io.BytesIO()
+            np.save(one, z[k])
+            zf.writestr(k + ".npy", one.getvalue())
+    with zipfile.ZipFile(buf, "a", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        with zf.open(name, "w", force_zip64=True) as f:
+            zeros = bytes(1 << 20)
+            for _ in range(size >> 20):
+                f.write(zeros)
+    return buf.getvalue()
+
+
+# -- pickles: crashes and machine-sized allocations from small files ----------
+def test_a_key_nested_a_million_deep_is_refused_not_a_crash(tmp_path):
+    """1 MB: {((((...)))): 'v'} 10^6 deep. Python's unpickler hashed it recursively:
+    SIGSEGV, for `convert` and for `append --run` reading m.pdparams beside m.pdmodel."""
+    m = tmp_path / "m.pdparams"
+    m.write_bytes(nested_key_pickle(10**6))
+    (tmp_path / "m.pdmodel").write_bytes(FIT.read_bytes())
+    with untouched(tmp_path):
+        line = bounded("convert", m, tmp_path / "out.npz")
+        assert str(m) in line and "nested more than 100 deep" in line, line
+        line = bounded("append", "--loss", LOSS, "--run", "--feeds", FIT_FEEDS, tmp_path / "m.pdmodel",
+                       tmp_path / "out.pb")
+        assert str(m) in line and "nested more than 100 deep" in line, line
+
+
+@pytest.mark.parametrize("memo_id", [2**27, 2**30, 2**32 - 1])
+def test_a_huge_memo_id_costs_one_entry(tmp_path, memo_id):
+    """An 11-byte LONG_BINPUT 2^27 took 2 GiB (2^30: 16 GiB): the memo was sized by
+    the id. Now an id costs one entry, and the file's values are read right."""
+    p = tmp_path / "p.pdparams"
+    p.write_bytes(fit_params_pickle(put=b"r" + struct.pack("<I", memo_id)))
+    with untouched(tmp_path):
+        out = bounded("run", FIT, "--fetch", LOSS, "--params", p, "--feeds", FIT_FEEDS, code=0)
+    want = sh("run", FIT, "--fetch", LOSS, "--params", FIT_PARAMS, "--feeds", FIT_FEEDS).stdout
+    assert out == want and LOSS in out
+
+
+def test_a_dag_in_a_refusal_is_not_printed(tmp_path):
+    """348 bytes handing numpy.dtype a DAG of 2^40 leaves: the refusal repr()'d it
+    (2.3 GB, 80 s, then the machine). Messages describe values without walking them."""
+    p = tmp_path / "dag.pdparams"
+    p.write_bytes(dag_pickle(40))
+    with untouched(tmp_path):
+        line = bounded("convert", p, tmp_path / "out.npz", timeout=30)
+    assert "numpy.dtype(a tuple of 2 items)" in line and len(line) < 400, line
+
+
+@pytest.mark.parametrize("what,data,fragment", [
+    ("100k dims", array_pickle(b"K\x02" * 100_000), "100000 dims (NumPy holds at most 64)"),
+    ("20k dims of 2^62", array_pickle((b"\x8a\x08" + struct.pack("<q", 2**62)) * 20_000), "20000 dims"),
+    ("20k colliding int keys", colliding_keys_pickle(20_000), "more than 1000 dict keys"),
+], ids=["100k_dims", "20k_dims_of_2_62", "20k_colliding_keys"])
+def test_dims_and_keys_cost_what_reading_them_costs(tmp_path, what, data, fragment):
+    """100 000 dims, or hash-colliding int keys, made the reader quadratic (50 s for
+    200 KB), and the element count was multiplied out before any bound, its message
+    failing at 4 300 digits. Dims and key kinds are checked as the opcodes are read."""
+    p = tmp_path / "p.pdparams"
+    p.write_bytes(data)
+    with untouched(tmp_path):
+        line = bounded("convert", p, tmp_path / "out.npz")
+    assert str(p) in line and fragment in line and len(line) < 400, line
+
+
+def test_build_never_changes_the_reader(tmp_path):
+    """A pickle's BUILD could set attributes of the reader's own module functions
+    (`__defaults__` of the one standing for numpy.dtype): nothing ran, but data
+    changed the reader. BUILD now fills only the array and dtype stand-ins."""
+    def snapshot():
+        return [(v, getattr(v, "__defaults__", None), getattr(v, "__kwdefaults__", None),
+                 dict(getattr(v, "__dict__", None) or {})) for v in safe_pickle.ALLOWED_GLOBALS.values()]
+    before = snapshot()
+    p = tmp_path / "build.pdparams"
+    for target in (b"cnumpy\ndtype\n", b"cnumpy\nndarray\n", b"c_codecs\nencode\n",
+                   b"cnumpy.core.multiarray\n_reconstruct\n", b"}", b"]"):
+        for state in (b"N}" + pk_text("__defaults__") + pk_text("x") + b"\x85s\x86",     # (None, {slots})
+                      b"}" + pk_text("__kwdefaults__") + b"}s"):                        # {__dict__}
+            p.write_bytes(b"\x80\x04}" + pk_text("a") + target + state + b"bs.")
+            with pytest.raises(safe_pickle.RefusedPickleError, match="BUILD fills only numpy arrays and dtypes"):
+                pf.load_arrays(p)
+    assert snapshot() == before
+    assert sorted(pf.load_arrays(FIT_DIR / "params.npz")) == ["fc_0.b_0", "fc_0.w_0"]
+
+
+# -- .npz: names, duplicates and declared sizes before decompressing ----------
+def test_an_npz_listing_one_member_2000_times_is_refused_at_once(tmp_path):
+    """~460 KB whose zip directory lists one 256 MB member 2 000 times: np.load
+    decompressed it 2 000 times (past 60 s). Duplicates are refused before any work."""
+    p = tmp_path / "dup.npz"
+    p.write_bytes(zip_listing_one_member(2000, 256 << 20))
+    with untouched(tmp_path):
+        line = bounded("run", FIT, "--fetch", LOSS, "--params", p, "--feeds", FIT_FEEDS, timeout=60)
+    assert str(p) in line and "array 'w' is in the archive twice" in line, line
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["named", "params_npz_beside_IN"])
+def test_a_deflate_bomb_under_a_name_nobody_reads_is_never_decompressed(tmp_path, beside):
+    """1 MB: fit_a_line's params and 1 GiB of zeros deflated as `junk.txt`. np.load
+    inflated it (1 GiB) before its name was checked, for --params and for params.npz
+    beside IN (the documented default: read without being named). Names first."""
+    p = tmp_path / "params.npz"
+    p.write_bytes(npz_with_bomb("junk.txt", 1 << 30))
+    prog = tmp_path / "m.pb"
+    prog.write_bytes(FIT.read_bytes())
+    args = ["run", prog, "--fetch", LOSS, "--feeds", FIT_FEEDS] + ([] if beside else ["--params", p])
+    with untouched(tmp_path):
+        line = bounded(*args)
+    assert str(p) in line and "'junk.txt' is not an array" in line, line
+
+
+def test_an_npz_member_may_not_declare_more_than_deflate_can_hold(tmp_path):
+    """A deflated member's declared size is checked against its compressed size
+    (deflate's 1032:1) before it is inflated; a real bomb under a real name is the
+    array it declares, read in pieces."""
+    p = tmp_path / "w.npz"
+    p.write_bytes(zip_listing_one_member(1, 64 << 20))
+    assert pf.load_arrays(p)["w"].shape == (16 << 20,)       # 64 MB of zeros in 64 KB of file: read
+    p.write_bytes(zip_listing_one_member(1, 64 << 20, declared=2**31))
+    with pytest.raises(pybackward.ArrayFileError, match=r"declares 2147483648 bytes from \d+ compressed, "
+                                                        "more than the zip can hold"):
+        pf.load_arrays(p)
+
+
+# -- Paddle tensor files: dims checked, linear time ---------------------------
+@pytest.mark.parametrize("dims,fragment", [
+    ([2] * 200_000, "200000 dims (NumPy holds at most 64)"),
+    ([2**62] * 300, "300 dims"),
+    ([1] * 65, "65 dims"),
+    ([2**62, 2**62, 0], "more than 2^63 bytes"),
+], ids=["200k_dims", "300_dims_of_2_62", "65_dims", "2_62_2_62_0"])
+def test_tensor_file_dims_are_checked_before_they_are_multiplied(tmp_path, dims, fragment):
+    """Tracebacks (65 dims; [2^62, 2^62, 0]; 300 dims of 2^62, whose message failed at
+    4 300 digits), and quadratic time for 200k dims."""
+    d = tmp_path / "vars"
+    d.mkdir()
+    (d / "w").write_bytes(tensor_record(dims, bytes(4) if dims == [1] * 65 else b""))
+    with untouched(tmp_path):
+        line = bounded("convert", f"{d}/", tmp_path / "out.npz")
+    assert f"{d / 'w'}: tensor 'w': " in line and fragment in line and len(line) < 400, line
+
+
+# -- --ops rules files ----------------------------------------------------------
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_ops_dev_zero_is_refused_without_reading(tmp_path):
+    """`--ops /dev/zero` read until memory ran out."""
+    line = bounded("append", "--ops", "/dev/zero", "--loss", LOSS, FIT, tmp_path / "out.pb", timeout=30)
+    assert "/dev/zero: is a character device, not a regular file" in line, line
+    assert not (tmp_path / "out.pb").exists()
+
+
+def test_ops_fifo_is_refused_without_blocking(fifo, tmp_path):
+    """`--ops FIFO` blocked for ever."""
+    line = bounded("append", "--ops", fifo, "--loss", LOSS, FIT, tmp_path / "out.pb", timeout=30)
+    assert f"{fifo}: is a FIFO (named pipe), not a regular file" in line, line
+
+
+def test_ops_signature_does_not_backtrack(tmp_path):
+    """A 120 KB signature line backtracked for 47 s (and more: the pattern was quadratic)."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("- backward_op : g\n  forward : f() -> x" + " " * 120_000 + "y\n"
+                     "  args : (Tensor X)\n  output : Tensor(X@GRAD)\n")
+    with untouched(tmp_path):
+        line = bounded("append", "--ops", rules, "--loss", LOSS, FIT, tmp_path / "out.pb", timeout=60)
+    assert f"{rules}:1: forward signature 'f() -> x" in line and "declares no output" in line, line
+    assert len(line) < 400, line
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ('[{"backward_op": ["g"], "forward": "f (Tensor X) -> Tensor(Out)", "args": "(Tensor Out@GRAD)",'
+     ' "output": "Tensor(X@GRAD)"}]', "entry 1: 'backward_op' is a list"),
+    ('[{"op": null, "signature": "f (Tensor X) -> Tensor(Out)"}]', "'op' is null"),
+    ("[" * 200_000 + "]" * 200_000, "nested too deep"),
+    ('[{"backward_op": "g", "forward": 1' + "0" * 5000 + "}]", "not valid JSON"),
+], ids=["list_value", "null_value", "nested_200k", "5000_digit_number"])
+def test_json_rules_with_values_that_are_not_text(tmp_path, text, fragment):
+    """JSON rules with non-string values or 200k nesting ended in tracebacks."""
+    rules = tmp_path / "rules.json"
+    rules.write_text(text)
+    with untouched(tmp_path):
+        line = bounded("append", "--ops", rules, "--loss", LOSS, FIT, tmp_path / "out.pb")
+    assert str(rules) in line and fragment in line, line
+
+
+def test_a_rule_with_20000_slots_is_read_in_linear_time(tmp_path):
+    """Slot names were matched by scanning every slot for every argument (quadratic)."""
+    from pybackward.ops import custom
+    n = 20_000
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("- backward_op : g\n  forward : f (" + ", ".join(f"Tensor X{i}" for i in range(n)) + ") -> "
+                     + ", ".join(f"Tensor(O{i})" for i in range(n)) + "\n  args : ("
+                     + ", ".join(f"Tensor o{i}_grad" for i in range(n)) + ")\n  output : "
+                     + ", ".join(f"Tensor X{i}@GRAD" for i in range(n)) + "\n")
+    t = time.process_time()
+    (opdef,) = custom.load_rules(rules)
+    assert time.process_time() - t < 2.0
+    assert opdef.grad.inputs[-1] == f"O{n - 1}@GRAD" and len(opdef.grad.outputs) == n
+
+
+# -- lost data: directory writes all or nothing, names the reader reads ---------
+MLP_VARS = PROGRAMS.parent / "paddle_files" / "mlp" / "vars"
+
+
+def test_convert_into_a_directory_is_all_or_nothing(tmp_path):
+    """`convert new.npz d/` failed on its third array after replacing the first two
+    in d/: d/ then mixed two checkpoints. Everything is checked before anything is
+    written; a failure while writing leaves d/ as it was."""
+    d = tmp_path / "d"
+    d.mkdir()
+    for f in MLP_VARS.iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    new = tmp_path / "new.npz"
+    np.savez(new, **{"fc_0.b_0": np.ones(8, np.float32), "fc_0.w_0": np.ones((4, 8), np.float32),
+                     "z": np.array(["not a number"])})
+    with untouched(tmp_path):
+        line = bounded("convert", new, f"{d}/")
+        assert "'z' is not a numeric array" in line, line
+
+
+def test_a_write_that_fails_midway_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
+    """A fault after two of three files are written (a full disk): none replaced,
+    no temporary file left, no directory made for them stays."""
+    from pybackward.tensors import paddle_files
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a").write_bytes(b"old a")
+    (d / "keep").write_bytes(b"someone else's")
+    real = paddle_files.encode_tensor
+    calls = []
+
+    def failing(arr, lod=()):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real(arr, lod)
+    monkeypatch.setattr(paddle_files, "encode_tensor", failing)
+    with untouched(tmp_path):
+        with pytest.raises(pybackward.OutputError, match="No space left on device"):
+            pf.save_arrays(f"{d}/", {"a": np.ones(2, np.float32), "sub/b": np.ones(2, np.float32),
+                                     "c": np.ones(2, np.float32)})
+    assert sorted(p.name for p in d.iterdir()) == ["a", "keep"]
+    monkeypatch.setattr(paddle_files, "encode_tensor", real)
+    pf.save_arrays(f"{d}/", {"a": np.ones(2, np.float32), "sub/b": np.zeros(2, np.float32)})
+    assert sorted(p.relative_to(d).as_posix() for p in d.rglob("*")) == ["a", "keep", "sub", "sub/b"]
+    assert (d / "keep").read_bytes() == b"someone else's"
+    assert pf.decode_tensor((d / "sub" / "b").read_bytes())[0].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("key", [".hidden", "sub/.x", "model.pb", "w.PDPARAMS", "__model__", "sub/__params__"])
+def test_the_directory_writer_refuses_names_its_reader_skips(tmp_path, key):
+    """`.hidden`, `model.pb`, `__model__`... were written, and reading the directory
+    back skipped them: the array was lost on the round trip."""
+    with pytest.raises(pybackward.ArrayFileError, match="reading the directory skips"):
+        pf.save_arrays(f"{tmp_path}/d/", {"w": np.ones(1, np.float32), key: np.ones(1, np.float32)})
+    assert not (tmp_path / "d").exists()
+    assert pf.skipped_name(key)
+
+
+# -- what a program file can do: --params DIR/ stays inside DIR -----------------
+def _fit_with_var_named(name: str) -> bytes:
+    prog = pybackward.load(FIT)
+    desc = pb.ProgramDesc()
+    desc.ParseFromString(pybackward.dumps(prog))
+    for v in desc.blocks[0].vars:
+        if v.name == "fc_0.w_0":
+            v.name = name
+    for op in desc.blocks[0].ops:
+        for slot in list(op.inputs) + list(op.outputs):
+            slot.arguments[:] = [name if a == "fc_0.w_0" else a for a in slot.arguments]
+    return desc.SerializeToString()
+
+
+def test_params_dir_never_follows_a_symlink_out_of_it(tmp_path):
+    """A program naming `link/fc_0.w_0`, with `link` a symlink in DIR to elsewhere:
+    `--params DIR/` read any file the user can. Now: one line, exit 2."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with np.load(FIT_PARAMS) as z:
+        (outside / "fc_0.w_0").write_bytes(pf.encode_tensor(z["fc_0.w_0"]))
+        d = tmp_path / "d"
+        d.mkdir()
+        (d / "fc_0.b_0").write_bytes(pf.encode_tensor(z["fc_0.b_0"]))
+    (d / "link").symlink_to(outside)
+    prog = tmp_path / "m.pb"
+    prog.write_bytes(_fit_with_var_named("link/fc_0.w_0"))
+    with untouched(tmp_path):
+        line = bounded("run", prog, "--fetch", LOSS, "--params", f"{d}/", "--feeds", FIT_FEEDS)
+    assert f"{d}/link/fc_0.w_0: leads out of {d}/" in line, line
+    # Without a program: a file symlinked out of the directory is not read either, nor written through.
+    (d / "link").unlink()
+    (d / "fc_0.w_0").symlink_to(outside / "fc_0.w_0")
+    with untouched(tmp_path):
+        line = bounded("convert", f"{d}/", tmp_path / "out.npz")
+        assert f"{d}/fc_0.w_0: leads out of {d}/" in line, line
+        line = bounded("convert", FIT_PARAMS, f"{d}/")
+        assert f"{d}/fc_0.w_0: leads out of {d}/" in line, line

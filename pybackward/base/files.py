@@ -69,6 +69,10 @@ def check_regular_input(path: PathLike, error: type = ArgumentError, what: str =
     return st.st_size
 
 
+#: Files from this size on are read into one buffer (`read_input_file`).
+ONE_BUFFER_FROM = 1 << 30
+
+
 def read_input_file(path: PathLike, error: type = ArgumentError, what: str = "file",
                     limit: int = MAX_INPUT_BYTES, too_big: str | None = None) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; anything else
@@ -85,6 +89,14 @@ def read_input_file(path: PathLike, error: type = ArgumentError, what: str = "fi
         raise error(f"{name}: {size} bytes {too_big or f'is past the limit of {limit}'}")
     fd, st = _open_regular(name, error)
     try:
+        if st.st_size >= ONE_BUFFER_FROM:
+            # One buffer of the file's size, filled in place: reads of at most 2 GiB
+            # (Linux's limit for one read) joined would hold the file twice.
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+                data = f.readall()
+            if len(data) > limit:
+                raise error(f"{name}: more than {limit} bytes (the file grew while it was read)")
+            return data
         chunks, total = [], 0
         want = st.st_size + 1                    # one byte more: did the file grow?
         while True:

@@ -30,6 +30,8 @@ import os
 import pickle
 import stat
 import struct
+import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Mapping, Union
@@ -40,10 +42,13 @@ from ..base import _args, dtypes
 from . import safe_pickle
 from .._proto import framework_pb2 as pb
 from ..base.errors import ArrayFileError, OutputError, ProgramFileError
-from ..base.files import write_atomic
+from ..base.files import TEMP_PREFIX, TEMP_SUFFIX, read_input_file, read_input_head, write_atomic
 from ..legacy.io import load as load_program
 from ..legacy.program import Program
+from .npz_format import NpyError, read_npy_stream, read_npz_bytes
+from .safe_pickle import describe
 from .tensor_format import decode_tensor, decode_tensors, encode_tensor  # noqa: F401  (part of this API)
+from .tensor_format import shape_problem
 
 PathLike = Union[str, os.PathLike]
 
@@ -128,20 +133,18 @@ def _describe(data: bytes) -> str:
     return f"unrecognised content (first bytes {data[:8].hex(' ')})"
 
 
+#: The largest array file read (no limit of its own: memory is the limit, and a
+#: `.pdparams` of a large model passes protobuf's 2 GiB).
+MAX_ARRAY_FILE_BYTES = sys.maxsize
+
+
 def _read_bytes(path: PathLike, limit: int | None = None) -> bytes:
+    """The bytes of an array file (the first `limit` only, to sniff its format):
+    regular files only, through `base.files` (a FIFO never blocks, a device is never read)."""
     name = os.fspath(path)
-    try:
-        # A pipe would block the open, a device never end the read: regular files only.
-        if not stat.S_ISREG(os.stat(name).st_mode) and not os.path.isdir(name):
-            raise ArrayFileError(f"{name}: not a regular file (a device or a pipe?)")
-        with open(name, "rb") as f:
-            return f.read() if limit is None else f.read(limit)
-    except FileNotFoundError:
-        raise ArrayFileError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise ArrayFileError(f"{name}: is a directory, not a file of arrays") from None
-    except OSError as e:
-        raise ArrayFileError(f"{name}: cannot read: {e.strerror or e}") from None
+    if limit is not None:
+        return read_input_head(name, limit, ArrayFileError, "file of arrays")
+    return read_input_file(name, ArrayFileError, "file of arrays", MAX_ARRAY_FILE_BYTES)
 
 
 # -- which vars, in which order --------------------------------------------
@@ -262,13 +265,13 @@ def write_combined(path: PathLike, arrays: Mapping[str, np.ndarray], program: Pr
 
 
 def _listing(names: list[str]) -> str:
-    return ", ".join(repr(n) for n in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return ", ".join(describe(n) for n in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
 def _value(value, key: str, label: str) -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype.hasobject or arr.dtype.kind not in "biufc":
-        raise ArrayFileError(f"{label}: '{key}' is not a numeric array ({arr.dtype})")
+        raise ArrayFileError(f"{label}: {describe(key)} is not a numeric array ({arr.dtype})")
     return arr
 
 
@@ -278,17 +281,23 @@ def read_var_dir(path: PathLike, program: Program | None = None) -> dict[str, np
 
     With a program: the files named after its persistable vars (missing
     ones are left out; at least one must be there). Without: every file in
-    the directory tree but `__model__` and program / archive files.
+    the directory tree but hidden ones, `__model__` and program / archive
+    files (`skipped_name`). Only files inside the directory are read: a
+    name, or a symlink in the directory, that leads out of it is an error.
     """
     root = Path(path)
     if not root.is_dir():
         raise ArrayFileError(f"{path}: no such directory")
+    inside = _Inside(root, path)
     out = {}
     if program is not None:
         by_name = _program_vars(program)
         for var_name in persistable_names(program):
+            if not _safe_name(var_name):
+                continue
             f = root / var_name
-            if _safe_name(var_name) and f.is_file():
+            inside.check(f)
+            if f.is_file():
                 var = by_name[var_name]
                 bad = _unsupported_type(var)
                 if bad:
@@ -296,17 +305,48 @@ def read_var_dir(path: PathLike, program: Program | None = None) -> dict[str, np
                 out[var_name] = _read_one(f, var_name)
         if not out and persistable_names(program):
             raise ArrayFileError(f"{path}: holds no file named after a persistable var of the program "
-                                 f"(such as {persistable_names(program)[0]!r})")
+                                 f"(such as {describe(persistable_names(program)[0])})")
         return out
     for f in sorted(root.rglob("*")):
         rel = f.relative_to(root).as_posix()
-        if not f.is_file() or any(part.startswith(".") for part in f.relative_to(root).parts) \
-                or f.name in _NOT_TENSOR_FILES or f.suffix.lower() in _NOT_TENSOR_SUFFIXES:
+        if skipped_name(rel) or not f.is_file():
             continue
+        inside.check(f)
         out[rel] = _read_one(f, rel)
     if not out:
         raise ArrayFileError(f"{path}: holds no per-var tensor files")
     return out
+
+
+class _Inside:
+    """Checks that a path under a directory stays in it once symlinks are followed."""
+
+    def __init__(self, root: Path, label: PathLike):
+        self.real = os.path.realpath(root)
+        self.label = os.fspath(label)
+
+    def check(self, f: Path) -> str:
+        real = os.path.realpath(f)
+        if real != self.real and not real.startswith(self.real.rstrip(os.sep) + os.sep):
+            raise ArrayFileError(f"{f}: leads out of {self.label} (a symlink in it points elsewhere): "
+                                 "pybackward reads and writes per-var files only inside the directory")
+        return real
+
+
+def skipped_name(rel: str) -> str | None:
+    """Why reading a directory of per-var files without a program skips the
+    file at `rel` (a '/'-separated path in it), or None when it reads it:
+    hidden names (a part starting with '.', as pybackward's temporary files
+    are), Paddle's `__model__` / `__params__`, and program or archive suffixes."""
+    parts = rel.split("/")
+    if any(p.startswith(".") for p in parts):
+        return "names with a part starting with '.'"
+    if parts[-1] in _NOT_TENSOR_FILES:
+        return f"files named {parts[-1]} (Paddle's program and combined parameters)"
+    suffix = Path(parts[-1]).suffix.lower()
+    if suffix in _NOT_TENSOR_SUFFIXES:
+        return f"files named *{suffix} (programs and archives)"
+    return None
 
 
 def _read_one(f: Path, var_name: str) -> np.ndarray:
@@ -321,29 +361,115 @@ def _read_one(f: Path, var_name: str) -> np.ndarray:
 
 
 def _safe_name(name: str) -> bool:
-    """A var name that stays inside the directory as a relative path."""
-    parts = name.split("/")
-    return bool(name) and "\0" not in name and "\\" not in name and not name.startswith("/") \
-        and all(p not in ("", ".", "..") for p in parts)
+    """A var name that stays inside the directory as a relative path (of at most
+    PATH_MAX, 4096 bytes: no longer path can be opened anyway)."""
+    if not name or len(name) > 4096 or "\0" in name or "\\" in name or name.startswith("/"):
+        return False
+    return len(name.encode("utf-8", "surrogatepass")) <= 4096 \
+        and all(p not in ("", ".", "..") for p in name.split("/"))
 
 
 def write_var_dir(path: PathLike, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write one file per var into the directory (made if missing), each atomically."""
+    """Write one file per var into the directory (made if missing), all or nothing.
+
+    Everything is checked before anything is written: each name is a path
+    inside the directory that reading it back would not skip (`skipped_name`),
+    no name is another's directory, no two names lead to one file, no symlink
+    leads out, every value is numeric. Then each file is written to a
+    temporary file beside its target and fsynced, and only when all are
+    written are they renamed over their targets; a failure before that (a
+    value Paddle's format cannot hold, a full disk) removes the temporary
+    files and the directories made for them, so the directory holds the old
+    files or, once the renames ran, all the new ones.
+    """
+    label = os.fspath(path)
     root = Path(path)
+    values = {}
     for key in arrays:
-        if not _safe_name(key):
-            raise ArrayFileError(f"{path}: {key!r} cannot be a file name inside the directory")
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OutputError(f"{path}: cannot make the directory: {e.strerror or e}") from None
-    for key, value in arrays.items():
-        target = root / key
+        if type(key) is not str or not _safe_name(key):
+            raise ArrayFileError(f"{label}: {describe(key)} cannot be a file name inside the directory")
+        why = skipped_name(key)
+        if why:
+            raise ArrayFileError(f"{label}: {describe(key)} cannot be a per-var file: reading the directory "
+                                 f"skips {why} (write a .npz or .pdparams instead)")
+        values[key] = _value(arrays[key], key, label)
+    for key in values:
+        parts = key.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in values:
+                raise ArrayFileError(f"{label}: {describe('/'.join(parts[:i]))} and {describe(key)} cannot "
+                                     "both be per-var files (one would be the other's directory)")
+    if root.exists() and not root.is_dir():
+        raise OutputError(f"{label}: is a file, not a directory")
+    inside = _Inside(root, label)
+    targets: dict[str, str] = {}
+    for key in values:
+        real = inside.check(root / key)
+        if real in targets:
+            raise ArrayFileError(f"{label}: {describe(targets[real])} and {describe(key)} lead to one file")
+        targets[real] = key
+        if os.path.isdir(real):
+            raise OutputError(f"{root / key}: is a directory, not a per-var file")
+        parent = os.path.dirname(real)
+        while parent != inside.real and len(parent) > len(inside.real):
+            if os.path.exists(parent) and not os.path.isdir(parent):
+                raise OutputError(f"{parent}: is a file, not a directory")
+            parent = os.path.dirname(parent)
+    if not values:                      # nothing to write: the directory, as asked
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise OutputError(f"{target.parent}: cannot make the directory: {e.strerror or e}") from None
-        _write(str(target), encode_tensor(_value(value, key, str(path))))
+            raise OutputError(f"{label}: cannot make the directory: {e.strerror or e}") from None
+    _write_all(label, [(real, values[key]) for real, key in targets.items()])
+
+
+def _write_all(label: str, files: list[tuple[str, np.ndarray]]) -> None:
+    """Write every (path, array) as a tensor file, all or nothing (see `write_var_dir`)."""
+    made: list[str] = []
+    staged: list[tuple[str, str]] = []
+    mask = os.umask(0)
+    os.umask(mask)
+    try:
+        for target, value in files:
+            missing = []
+            parent = os.path.dirname(target)
+            while not os.path.isdir(parent):
+                missing.append(parent)
+                parent = os.path.dirname(parent)
+            for d in reversed(missing):
+                os.mkdir(d)
+                made.append(d)
+            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=os.path.dirname(target))
+            staged.append((tmp, target))
+            with os.fdopen(fd, "wb") as f:
+                f.write(encode_tensor(value))
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                old = os.stat(target)
+                os.chmod(tmp, old.st_mode & 0o7777 if stat.S_ISREG(old.st_mode) else 0o666 & ~mask)
+            except FileNotFoundError:
+                os.chmod(tmp, 0o666 & ~mask)
+        for i, (tmp, target) in enumerate(staged):
+            os.replace(tmp, target)
+            staged[i] = ("", target)
+    except BaseException as e:
+        for tmp, _ in staged:
+            if tmp:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        if not any(not tmp for tmp, _ in staged):      # nothing renamed yet: undo the directories
+            for d in reversed(made):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+        if isinstance(e, OSError):
+            where = getattr(e, "filename", None) or label
+            raise OutputError(f"{where}: cannot write: {e.strerror or e}") from None
+        raise
 
 
 # -- pickles (.pdparams, .pdopt) ---------------------------------------------
@@ -375,10 +501,16 @@ def read_pickle(path: PathLike) -> dict[str, np.ndarray]:
         _join_slices(out, obj[_BIG_PARAMS_KEY], name)
     structured = obj.get(_STRUCTURED_KEY)
     if isinstance(structured, dict):   # a dygraph state_dict: structured name -> parameter name
-        renamed = {}
+        renamed: dict[str, np.ndarray] = {}
+        source: dict[str, str] = {}
         for key, value in out.items():
             new = structured.get(key, key)
-            renamed[new if isinstance(new, str) else key] = value
+            new = new if isinstance(new, str) else key
+            if new in renamed:
+                raise ArrayFileError(f"{name}: {_STRUCTURED_KEY} gives {describe(source[new])} and "
+                                     f"{describe(key)} the one name {describe(new)}: one array would be lost")
+            renamed[new] = value
+            source[new] = key
         out = renamed
     return out
 
@@ -391,9 +523,16 @@ def _join_slices(out: dict, info, label: str) -> None:
         try:
             slices = [out.pop(s) for s in entry["slices"]]
             shape = tuple(int(d) for d in entry["OriginShape"])
-            out[key] = np.concatenate(slices).reshape(shape)
+            joined = np.concatenate(slices)
+            if shape_problem(shape, joined.itemsize):
+                raise ValueError(shape)
+            joined = joined.reshape(shape)
         except Exception:
-            raise ArrayFileError(f"{label}: cannot join the slices of '{key}' ({_BIG_PARAMS_KEY})") from None
+            raise ArrayFileError(f"{label}: cannot join the slices of {describe(key)} ({_BIG_PARAMS_KEY})") from None
+        if key in out:
+            raise ArrayFileError(f"{label}: {_BIG_PARAMS_KEY} joins slices into {describe(key)}, which the file "
+                                 "also holds as an array: one would be lost")
+        out[key] = joined
 
 
 def write_pickle(path: PathLike, arrays: Mapping[str, np.ndarray]) -> None:
@@ -410,46 +549,30 @@ def write_pickle(path: PathLike, arrays: Mapping[str, np.ndarray]) -> None:
 
 # -- .npz ----------------------------------------------------------------------
 def read_npz(path: PathLike) -> dict[str, np.ndarray]:
-    """A `.npz` as name -> array (no pickled objects)."""
+    """A `.npz` as name -> array (no pickled objects), every member's name and
+    size checked before any is decompressed (`npz_format`)."""
     name = os.fspath(path)
-    head = _read_bytes(name, limit=16)
-    if _sniff(head) != "npz":
-        raise ArrayFileError(f"{name}: not a .npz archive: {_describe(head)}")
-    try:
-        archive = np.load(name, allow_pickle=False)
-    except Exception:
-        raise ArrayFileError(f"{name}: a damaged .npz archive (the zip cannot be read)") from None
-    out = {}
-    with archive:
-        for key in archive.files:
-            try:
-                out[key] = archive[key]
-            except ValueError as e:
-                why = ("it holds Python objects, which pybackward does not load" if "pickle" in str(e)
-                       else "it is damaged")
-                raise ArrayFileError(f"{name}: cannot read array '{key}': {why}") from None
-            except Exception:
-                raise ArrayFileError(f"{name}: cannot read array '{key}': it is damaged") from None
-            if not isinstance(out[key], np.ndarray):     # numpy hands back other members as bytes
-                raise ArrayFileError(f"{name}: cannot read array '{key}': it is damaged (not a .npy array)")
-    return out
+    data = _read_bytes(name)
+    if _sniff(data[:16]) != "npz":
+        raise ArrayFileError(f"{name}: not a .npz archive: {_describe(data[:64])}")
+    return read_npz_bytes(data, name)
 
 
 def read_npy(path: PathLike) -> np.ndarray:
-    """One `.npy` array (no pickled objects)."""
+    """One `.npy` array (no pickled objects), its header checked against the
+    file's size before the array is allocated."""
     name = os.fspath(path)
-    head = _read_bytes(name, limit=16)
-    if head[:6] != b"\x93NUMPY":
-        if _sniff(head) == "npz":
+    data = _read_bytes(name)
+    if data[:6] != b"\x93NUMPY":
+        if _sniff(data[:16]) == "npz":
             raise ArrayFileError(f"{name}: a .npz archive, not one .npy array (give it as --feeds)")
-        raise ArrayFileError(f"{name}: not a .npy array: {_describe(head)}")
+        raise ArrayFileError(f"{name}: not a .npy array: {_describe(data[:64])}")
     try:
-        return np.load(name, allow_pickle=False)
-    except ValueError as e:
-        why = "it holds Python objects, which pybackward does not load" if "pickle" in str(e) else "it is damaged"
-        raise ArrayFileError(f"{name}: cannot read the array: {why}") from None
-    except Exception:
-        raise ArrayFileError(f"{name}: cannot read the array: it is damaged") from None
+        return read_npy_stream(io.BytesIO(data), len(data))
+    except NpyError as e:
+        raise ArrayFileError(f"{name}: cannot read the array: {e}") from None
+    except MemoryError:
+        raise ArrayFileError(f"{name}: cannot read the array: not enough memory for it") from None
 
 
 def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:

@@ -11,14 +11,16 @@ Little-endian, checked against files Paddle 3.3.1 wrote::
     bytes   the TensorDesc
     bytes   the data, C order
 
-Every size is checked against the bytes left before it is used, so a
-damaged or hostile file fails with an `ArrayFileError` naming the tensor,
-never with a huge allocation.
+Every size is checked against the bytes left before it is used, and the
+dims (at most `MAX_DIMS`, each a size NumPy can hold, `shape_problem`)
+before they are multiplied out, so a damaged or hostile file fails with an
+`ArrayFileError` naming the tensor in time linear in the file, never with a
+huge allocation or a huge number.
 """
 from __future__ import annotations
 
 import struct
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -29,6 +31,41 @@ from ..base.errors import ArrayFileError, PyBackwardError
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _I32 = struct.Struct("<i")
+
+#: NumPy's limit on an array's dims (NPY_MAXDIMS; Paddle's tensors have at most 9).
+MAX_DIMS = 64
+_MAX_BYTES = 2**63 - 1                  # NumPy's limit on an array's size in bytes
+
+
+def dims_text(dims: Sequence[int]) -> str:
+    """Dims for a message, bounded: at most 8 sizes shown, each at most 20 digits."""
+    def one(d: int) -> str:
+        return str(d) if -2**64 < d < 2**64 else f"~2^{d.bit_length()}"
+    shown = [one(d) for d in dims[:8]]
+    if len(dims) > 8:
+        shown[-1:] = ["...", one(dims[-1])]
+        return f"[{', '.join(shown)}] ({len(dims)} dims)"
+    return f"[{', '.join(shown)}]"
+
+
+def shape_problem(dims: Sequence[int], itemsize: int) -> str | None:
+    """Why NumPy cannot hold an array of `dims` with items of `itemsize` bytes,
+    or None when it can: at most `MAX_DIMS` dims, none negative, and the
+    nonzero sizes times the item size under 2^63 bytes (NumPy's own limit,
+    which it applies even when another dim is 0). Checked before anything is
+    multiplied out, in time linear in the number of dims, so neither 200 000
+    dims nor sizes of 2^62 cost more than reading them."""
+    if len(dims) > MAX_DIMS:
+        return f"{len(dims)} dims (NumPy holds at most {MAX_DIMS})"
+    total = max(itemsize, 1)
+    for d in dims:
+        if d < 0:
+            return f"negative dims {dims_text(dims)}"
+        if d:
+            total *= d
+            if total > _MAX_BYTES:
+                return f"dims {dims_text(dims)}, more than 2^63 bytes (what NumPy can hold)"
+    return None
 
 
 def encode_tensor(array, lod: Iterable[Iterable[int]] = ()) -> bytes:
@@ -100,14 +137,17 @@ def decode_tensor(data: bytes | memoryview, offset: int = 0, label: str = "<byte
     except PyBackwardError:
         raise ArrayFileError(f"{what}: data type {dtypes.type_name(desc.data_type)} has no NumPy "
                              "equivalent") from None
+    if len(desc.dims) > MAX_DIMS:
+        raise ArrayFileError(f"{what}: {len(desc.dims)} dims (NumPy holds at most {MAX_DIMS})")
     dims = list(desc.dims)
-    if any(d < 0 for d in dims):
-        raise ArrayFileError(f"{what}: negative dims {dims}")
+    problem = shape_problem(dims, dtype.itemsize)
+    if problem:
+        raise ArrayFileError(f"{what}: {problem}")
     count = 1
     for d in dims:
         count *= d
     nbytes = count * dtype.itemsize
-    need(nbytes, pos, f"data ({dims} {dtype}: {nbytes} bytes)")
+    need(nbytes, pos, f"data ({dims_text(dims)} {dtype}: {nbytes} bytes)")
     arr = np.frombuffer(view[pos:pos + nbytes], dtype=dtype.newbyteorder("<")).reshape(dims)
     return arr.astype(dtype, copy=True), lod, pos + nbytes
 

@@ -28,7 +28,9 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import struct
 import sys
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -703,6 +705,201 @@ def hostile_cases() -> None:
         ["check", "{fit.pb}", "--loss", "mean_0.tmp_0", "--eps", "nan"], ["--eps", "not a finite number"])
 
 
+# --------------------------------------------------------------------------
+# Issue #36: hostile files - pickles, tensor files, .npz, rules files, lost data
+# --------------------------------------------------------------------------
+def pk_text(s: str) -> bytes:
+    """A str, as pickle's BINUNICODE."""
+    b = s.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def pk_array(code: str, shape, raw: bytes, dims: bytes | None = None) -> bytes:
+    """Pickle opcodes that make a numpy array the way numpy pickles one (protocol 3,
+    numpy 1.x's module name, which numpy 2 reads too), written by hand so the
+    corpus does not change with numpy's version. `dims`: the shape's opcodes as given."""
+    if dims is None:
+        dims = b"".join(b"J" + struct.pack("<i", d) for d in shape)
+    return (b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85C\x01b\x87R"
+            b"(K\x01(" + dims + b"tcnumpy\ndtype\n" + pk_text(code) + b"\x89\x88\x87R"
+            b"(K\x03" + pk_text("<") + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb"
+            b"\x89B" + struct.pack("<I", len(raw)) + raw + b"tb")
+
+
+def pk_dict(items: list[tuple[bytes, bytes]], put: bytes = b"") -> bytes:
+    """A protocol-3 pickle of a dict: key and value opcodes given; `put` right after the dict."""
+    return b"\x80\x03}" + put + b"(" + b"".join(k + v for k, v in items) + b"u."
+
+
+def fit_params() -> dict:
+    import numpy as np
+    with np.load(PROGRAMS / "fit_a_line" / "params.npz") as z:
+        return {k: z[k] for k in sorted(z.files)}
+
+
+def fit_params_pickle(put: bytes = b"", extra: list[tuple[bytes, bytes]] = ()) -> bytes:
+    items = [(pk_text(k), pk_array("f4", a.shape, a.astype("<f4").tobytes())) for k, a in fit_params().items()]
+    return pk_dict(items + list(extra), put)
+
+
+def tensor_record(dims, data: bytes = b"", data_type: int = pb.VarType.FP32) -> bytes:
+    """One tensor in Paddle's format with the dims given (no check of them)."""
+    desc = pb.VarType.TensorDesc(data_type=data_type, dims=dims).SerializeToString()
+    return struct.pack("<IQIi", 0, 0, 0, len(desc)) + desc + data
+
+
+def zip_archive(members: list[tuple[str, bytes, int]], directory: list[tuple[str, int]] | None = None,
+                method: int = 0, declared: int | None = None) -> bytes:
+    """A zip written by hand: `members` (name, data, size as stored) one after another;
+    `directory` lists (name, index of the member whose bytes it points at), by default
+    each member once. `method` 0 stores, 8 says deflated; `declared` overrides the size."""
+    local, offsets = b"", []
+    for name, data, size in members:
+        offsets.append(len(local))
+        n = name.encode()
+        local += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, method, 0, 0x21, zlib.crc32(data) if not method
+                             else 0, len(data), declared or size, len(n), 0) + n + data
+    central = b""
+    listing = directory if directory is not None else [(m[0], i) for i, m in enumerate(members)]
+    for name, i in listing:
+        _, data, size = members[i]
+        n = name.encode()
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0x21,
+                               zlib.crc32(data) if not method else 0, len(data), declared or size, len(n),
+                               0, 0, 0, 0, 0, offsets[i]) + n
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(listing), len(listing), len(central), len(local), 0)
+    return local + central + end
+
+
+def files_cases() -> None:
+    import numpy as np
+    fit = {"fit.pb": src("fit_a_line")}
+    run_fit = ["run", "{fit.pb}", "--fetch", "mean_0.tmp_0", "--feeds", f"{FIT_PB}/feeds.npz", "--params"]
+    out_npz = "{dir}/out.npz"
+
+    # -- pickles: memory, depth, time and messages bounded by the file -----
+    add("pickle_memo_id_2_27", "a .pdparams whose first memo id is 2^27 (Python's unpickler takes 2 GiB "
+        "for it): the right values, in memory the file's size bounds",
+        {**fit, "memo_2_27.pdparams": fit_params_pickle(put=b"r" + struct.pack("<I", 2**27))},
+        [*run_fit, "{memo_2_27.pdparams}"], [], exit=0)
+    nested = b"\x80\x03}" + b")" + b"\x85" * 5000 + pk_text("v") + b"s."
+    add("pickle_nested_key", "a .pdparams whose dict key is a tuple nested 5000 deep (a million deep "
+        "crashed Python's unpickler, hashing it)", {"nested_key.pdparams": nested},
+        ["convert", "{nested_key.pdparams}", out_npz], ["{nested_key.pdparams}", "nested more than 100 deep"])
+    dag = b"\x80\x03cnumpy\ndtype\nN\x85q\x000"
+    for i in range(40):
+        dag += b"h" + bytes([i]) + b"h" + bytes([i]) + b"\x86q" + bytes([i + 1]) + b"0"
+    dag += b"h\x28\x85R."
+    add("pickle_dag_in_a_message", "a 300-byte .pdparams passing a DAG of 2^40 leaves to numpy.dtype (its "
+        "refusal printed it: 80 s, then the machine's memory)", {"dag.pdparams": dag},
+        ["convert", "{dag.pdparams}", out_npz], ["{dag.pdparams}", "numpy.dtype(a tuple of 2 items)"], timeout=30)
+    dims = b"".join(b"\x8a\x08" + struct.pack("<q", 2**62) for _ in range(300))
+    add("pickle_300_dims", "a .pdparams array of 300 dims of 2^62 (the size was multiplied out, and its "
+        "message failed at 4300 digits)",
+        {"dims_300.pdparams": pk_dict([(pk_text("w"), pk_array("f4", (), b"", dims))])},
+        ["convert", "{dims_300.pdparams}", out_npz], ["{dims_300.pdparams}", "300 dims"])
+    m61 = 2**61 - 1
+    keys = b"".join(b"\x8a\x0a" + (i * m61).to_bytes(10, "little", signed=True) + b"N" for i in range(1, 1502))
+    add("pickle_colliding_keys", "a .pdparams with a dict of 1501 int keys whose hashes all collide "
+        "(quadratic inserts)", {**fit, "collide.pdparams": fit_params_pickle(
+            extra=[(pk_text("LR_Scheduler"), b"}(" + keys + b"u")])},
+        [*run_fit, "{collide.pdparams}"], ["{collide.pdparams}", "more than 1000 dict keys"])
+    build = b"\x80\x03}" + pk_text("a") + b"cnumpy\ndtype\nN}" + pk_text("__defaults__") + pk_text("x") + \
+        b"\x85s\x86bs."
+    add("pickle_build_on_the_reader", "a .pdparams whose BUILD sets __defaults__ of the function the "
+        "reader gave for numpy.dtype", {"build.pdparams": build},
+        ["convert", "{build.pdparams}", out_npz], ["{build.pdparams}", "refused", "BUILD"])
+    w = fit_params()["fc_0.w_0"]
+    two = pk_dict([(pk_text("a"), pk_array("f4", w.shape, w.tobytes())),
+                   (pk_text("b"), pk_array("f4", w.shape, (w * 2).tobytes())),
+                   (pk_text("StructuredToParameterName@@"),
+                    b"}(" + pk_text("a") + pk_text("fc_0.w_0") + pk_text("b") + pk_text("fc_0.w_0") + b"u")])
+    add("pickle_structured_names_collide", "a dygraph .pdparams whose StructuredToParameterName@@ maps two "
+        "arrays to one name (one was dropped silently)", {"structured.pdparams": two},
+        ["convert", "{structured.pdparams}", out_npz],
+        ["{structured.pdparams}", "StructuredToParameterName@@", "'a' and 'b'", "'fc_0.w_0'"])
+    big = pk_dict([(pk_text("w"), pk_array("f4", (2,), bytes(8))),
+                   (pk_text("w@@.0"), pk_array("f4", (1,), bytes(4))),
+                   (pk_text("w@@.1"), pk_array("f4", (1,), bytes(4))),
+                   (pk_text("UnpackBigParamInfor@@"), b"}(" + pk_text("w") + b"}(" + pk_text("OriginShape")
+                    + b"K\x02\x85" + pk_text("slices") + b"(" + pk_text("w@@.0") + pk_text("w@@.1") + b"lu" + b"u")])
+    add("pickle_big_param_slices_collide", "a .pdparams whose UnpackBigParamInfor@@ joins slices into a name "
+        "the file also holds (one was dropped silently)", {"big_slices.pdparams": big},
+        ["convert", "{big_slices.pdparams}", out_npz], ["{big_slices.pdparams}", "UnpackBigParamInfor@@", "'w'"])
+
+    # -- Paddle tensor files: dims checked before they are multiplied ------
+    for case, dims_, data, frag in (
+            ("tensor_65_dims", [1] * 65, bytes(4), "65 dims"),
+            ("tensor_300_dims_of_2_62", [2**62] * 300, b"", "300 dims"),
+            ("tensor_dims_2_62_2_62_0", [2**62, 2**62, 0], b"", "more than 2^63 bytes")):
+        f = case.replace("tensor_", "w_")
+        add(case, f"a per-var tensor file whose dims are {dims_[:3]}... ({len(dims_)} dims): a traceback",
+            {f: tensor_record(dims_, data)}, ["convert", "{dir}/", out_npz], ["{" + f + "}", frag])
+
+    # -- .npz: names, duplicates and sizes checked before decompressing ----
+    one = _npy_bytes((256,))
+    add("npz_member_listed_200_times", "a .npz whose zip directory lists one member 200 times (2000 times "
+        "256 MB ran past 60 s)", {**fit, "listed_twice.npz": zip_archive([("w.npy", one, len(one))],
+                                                                   [("w.npy", 0)] * 200)},
+        [*run_fit, "{listed_twice.npz}"], ["{listed_twice.npz}", "array 'w' is in the archive twice"])
+    add("npz_members_share_bytes", "a .npz whose two names point at the same bytes",
+        {**fit, "shared.npz": zip_archive([("w.npy", one, len(one))], [("a.npy", 0), ("b.npy", 0)])},
+        [*run_fit, "{shared.npz}"], ["{shared.npz}", "share bytes of the file"])
+    add("npz_member_not_an_array", "a .npz with a member that is not NAME.npy (a deflate bomb there was "
+        "decompressed before its name was looked at)",
+        {**fit, "junk.npz": zip_archive([("a.npy", one, len(one)), ("junk.txt", b"x" * 64, 64)])},
+        [*run_fit, "{junk.npz}"], ["{junk.npz}", "'junk.txt' is not an array"])
+    add("npz_member_declares_1_gib", "a .npz member said to be deflated, 1 GiB from 16 bytes",
+        {**fit, "ratio.npz": zip_archive([("w.npy", bytes(16), 2**30)], method=8)},
+        [*run_fit, "{ratio.npz}"], ["{ratio.npz}", "declares 1073741824 bytes from 16 compressed"])
+    import io as _io
+    buf = _io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": (2**40,)})
+    header = buf.getvalue()
+    add("npz_header_declares_4_tib", "a .npz whose .npy header declares 2^40 floats for 0 bytes",
+        {**fit, "huge_header.npz": zip_archive([("w.npy", header, len(header))])},
+        [*run_fit, "{huge_header.npz}"], ["{huge_header.npz}", "array 'w'", "header declares 4398046511104 bytes"])
+
+    # -- --ops rules files -------------------------------------------------
+    add("rules_json_not_text", "a JSON rules file whose backward_op is a number (a traceback)",
+        {**fit, "rules_number.json": json.dumps([{"backward_op": 5, "forward": "f (Tensor X) -> Tensor(Out)",
+                                                  "args": "(Tensor Out@GRAD)", "output": "Tensor(X@GRAD)"}]).encode()},
+        ["append", "--ops", "{rules_number.json}", "--loss", "mean_0.tmp_0", "{fit.pb}", "{out}"],
+        ["{rules_number.json}", "entry 1", "'backward_op' is a number"])
+    add("rules_json_nested_3000", "a JSON rules file nested 3000 deep (a RecursionError traceback)",
+        {**fit, "rules_deep.json": b"[" * 3000 + b"]" * 3000},
+        ["append", "--ops", "{rules_deep.json}", "--loss", "mean_0.tmp_0", "{fit.pb}", "{out}"],
+        ["{rules_deep.json}", "nested too deep"])
+
+    # -- lost data: directory writes all or nothing --------------------------
+    add("convert_to_dir_fails_on_third", "convert new.npz DIR/ whose third array cannot be written: the "
+        "first two replaced DIR's files", {"new.npz": _npz({"a": np.ones(2, np.float32), "b": np.ones(2, np.float32),
+                                                          "c": np.array(["x"])})},
+        ["convert", "{new.npz}", "{dir}/"], ["'c' is not a numeric array"])
+    for case, key, why in (("dir_name_hidden", ".hidden", "starting with '.'"),
+                           ("dir_name_model_pb", "model.pb", "*.pb"),
+                           ("dir_name_model_file", "__model__", "named __model__")):
+        f = case + ".npz"
+        add(f"convert_{case}", f"convert to DIR/ of an array named {key!r}, which reading DIR/ skips",
+            {f: _npz({"w": np.ones(1, np.float32), key: np.ones(1, np.float32)})},
+            ["convert", "{" + f + "}", "{dir}/d/"], [repr(key), "reading the directory skips", why])
+    add("convert_dir_name_is_a_directory", "convert to DIR/ of arrays 'a' and 'a/b' (one the other's directory)",
+        {"a_and_ab.npz": _npz({"a": np.ones(1, np.float32), "a/b": np.ones(1, np.float32)})},
+        ["convert", "{a_and_ab.npz}", "{dir}/d/"], ["'a' and 'a/b'", "directory"])
+
+
+def _npz(arrays: dict) -> bytes:
+    """A .npz written by hand (stored members, fixed dates), so it does not change with zipfile."""
+    import io as _io
+    import numpy as np
+    members = []
+    for k, v in arrays.items():
+        buf = _io.BytesIO()
+        np.save(buf, v)
+        members.append((f"{k}.npy", buf.getvalue(), len(buf.getvalue())))
+    return zip_archive(members)
+
+
 def build() -> tuple[dict[str, bytes], list[dict]]:
     FILES.clear()
     CASES.clear()
@@ -711,6 +908,7 @@ def build() -> tuple[dict[str, bytes], list[dict]]:
     pass_cases()
     run_cases()
     hostile_cases()
+    files_cases()
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate case ids"
     return dict(FILES), list(CASES)
