@@ -124,3 +124,14 @@ def test_the_tree_says_what_is_where():
             vague.append(rel)
     assert not undocumented, f"packages without a docstring: {undocumented}"
     assert not vague, f"modules named after a work order, not their contents: {vague}"
+
+
+def test_every_package_is_installed():
+    """setup.cfg lists every package of the tree (a package left out is missing from a non-editable install)."""
+    import configparser
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    listed = set(cfg["options"]["packages"].split())
+    found = {p.relative_to(ROOT).parent.as_posix().replace("/", ".")
+             for p in (ROOT / "pybackward").rglob("__init__.py")} | {"pybackward_cli"}
+    assert listed == found, f"missing: {sorted(found - listed)}; not packages: {sorted(listed - found)}"
