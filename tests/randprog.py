@@ -20,7 +20,18 @@ recorded defaults) and `op_role=0`. What it exercises:
 * stop_gradient: feeds (as `paddle.static.data` makes them), intermediate
   vars (their gradient must not flow back: see `detached`), and parameters
   flagged stop_gradient in the file (Paddle's parse clears the flag);
-* several losses, each reduced to a scalar, added into one scalar loss.
+* several losses, each reduced to a scalar, added into one scalar loss;
+* with `control_flow=True` (issue #35): `while` loops carrying a var (nested
+  up to three deep, the inner counter made afresh in each outer step), with
+  if/else branches in their bodies (on the step counter, so the loss is
+  smooth) that reassign the loop var - from a value computed before the
+  branch, or from the loop var itself read inside the branch - and
+  accumulators updated beside the nested loops;
+* with `inplace=True`: ops that update a var in place (`tanh(X=h, Out=h)`,
+  `elementwise_mul(X=h, Y=g, Out=h)`, `X=h, Y=h`), in block 0 and on loop
+  vars, and ops naming one var twice among their outputs (`split ->
+  Out=[p, p]`), which the pass must refuse naming its rule (`expect_refusal`
+  lists the vars).
 
 Values are screened: the forward pass (float64) must be finite and moderate,
 and no relu/max-like kink may sit within 1e-3 of an input, so central finite
@@ -53,8 +64,9 @@ ELEMENTWISE = ("elementwise_add", "elementwise_sub", "elementwise_mul", "element
 class VarSpec:
     name: str
     shape: tuple[int, ...]
-    kind: str = "tmp"                 # "param", "feed", "tmp", "xshape"
+    kind: str = "tmp"                 # "param", "feed", "tmp", "xshape", "int", "bool", "scopes"
     stop_gradient: bool = False
+    block: int = 0
 
 
 @dataclasses.dataclass
@@ -63,6 +75,7 @@ class OpSpec:
     inputs: dict[str, list[str]]
     outputs: dict[str, list[str]]
     attrs: dict[str, Any]
+    block: int = 0
 
 
 @dataclasses.dataclass
@@ -76,6 +89,8 @@ class RandomProgram:
     #: back, so the reference for finite differences feeds them as constants.
     detached: list[str]
     ops: list[OpSpec]
+    #: Vars some op names twice among its outputs: the pass may refuse the program.
+    expect_refusal: list[str] = dataclasses.field(default_factory=list)
 
     def to_bytes(self) -> bytes:
         return pybackward.dumps(self.program)
@@ -85,7 +100,7 @@ class RandomProgram:
 
 
 class _Gen:
-    def __init__(self, seed: int, max_ops: int):
+    def __init__(self, seed: int, max_ops: int, control_flow: bool = False, inplace: bool = False):
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.max_ops = max_ops
@@ -95,6 +110,11 @@ class _Gen:
         self.pool: list[str] = []          # float vars ops may read
         self.uses: dict[str, int] = {}
         self.values: dict[str, np.ndarray] = {}
+        self.control_flow = control_flow
+        self.inplace = inplace
+        self.blocks: list[int] = [-1]      # parent of each block
+        self.cur = 0                       # the block ops go into
+        self.aliased: list[str] = []
 
     # -- helpers -----------------------------------------------------------
     def r(self, n: int) -> int:
@@ -112,8 +132,9 @@ class _Gen:
         return f"{prefix}_{k}"
 
     def declare(self, name: str, shape, kind: str = "tmp", stop_gradient: bool = False) -> str:
-        self.vars[name] = VarSpec(name, tuple(int(d) for d in shape), kind, stop_gradient)
-        if kind in ("param", "feed", "tmp"):
+        block = 0 if kind in ("param", "feed") else self.cur
+        self.vars[name] = VarSpec(name, tuple(int(d) for d in shape), kind, stop_gradient, block)
+        if kind in ("param", "feed", "tmp") and block == 0:
             self.pool.append(name)
         return name
 
@@ -160,7 +181,7 @@ class _Gen:
         for args in inputs.values():
             for a in args:
                 self.uses[a] = self.uses.get(a, 0) + 1
-        self.ops.append(OpSpec(op_type, inputs, outputs, attrs))
+        self.ops.append(OpSpec(op_type, inputs, outputs, attrs, self.cur))
         self.bump(op_type)
 
     # -- ops ---------------------------------------------------------------
@@ -385,14 +406,187 @@ class _Gen:
         self.emit("sum", {"X": parts}, {"Out": [self.out("sum", xs)]}, {})
         return True
 
+    # -- in place and aliased outputs (inplace=True) -------------------------
+    def op_inplace(self) -> bool:
+        """An op writing the var it reads: `tanh/sigmoid/square/scale(X=h, Out=h)`,
+        `elementwise_mul(X=h, Y=g, Out=h)` or `(X=h, Y=h, Out=h)`, on an
+        intermediate var (never a feed or a parameter)."""
+        h = self.pick(lambda s: True)
+        if h is None or self.vars[h].kind != "tmp" or self.vars[h].stop_gradient:
+            return False
+        kind = self.choice(["unary", "unary", "mul", "mul_self"])
+        if kind == "unary":
+            t = self.choice(["tanh", "sigmoid", "square", "scale"])
+            attrs = {"scale": 0.5, "bias": 0.1, "bias_after_scale": True} if t == "scale" else {}
+            self.emit(t, {"X": [h]}, {"Out": [h]}, attrs)
+        elif kind == "mul":
+            g = self.pick(lambda s: s == self.shape(h))
+            if g is None or g == h:
+                g = self.param(self.shape(h))
+            self.emit("elementwise_mul", {"X": [h], "Y": [g]}, {"Out": [h]}, {"axis": -1})
+        else:
+            self.emit("elementwise_mul", {"X": [h], "Y": [h]}, {"Out": [h]}, {"axis": -1})
+        return True
+
+    def op_alias(self) -> bool:
+        """`split(x) -> Out=[p, p]`: one var named twice among the outputs."""
+        x = self.pick(lambda s: len(s) >= 1 and s[-1] % 2 == 0)
+        if x is None:
+            return False
+        xs = self.shape(x)
+        p = self.out("split", xs[:-1] + (xs[-1] // 2,), stop_ok=False)
+        self.emit("split", {"X": [x]}, {"Out": [p, p]}, {"axis": len(xs) - 1, "num": 2, "sections": []})
+        self.aliased.append(p)
+        return True
+
+    # -- control flow (control_flow=True) ------------------------------------
+    def new_block(self) -> int:
+        self.blocks.append(self.cur)
+        return len(self.blocks) - 1
+
+    def int_var(self, value: int) -> str:
+        name = self.declare(self.new_name("fill_constant") + ".tmp_0", (1,), "int")
+        self.emit("fill_constant", {}, {"Out": [name]}, {"shape": [1], "dtype": pb.VarType.INT64,
+                                                         "value": float(value)})
+        return name
+
+    def less_than(self, x: str, y: str, out: str | None = None) -> str:
+        out = out or self.declare(self.new_name("less_than") + ".tmp_0", (1,), "bool")
+        self.emit("less_than", {"X": [x], "Y": [y]}, {"Out": [out]}, {"axis": -1, "force_cpu": False})
+        return out
+
+    def assign(self, x: str, out: str) -> None:
+        self.emit("assign", {"X": [x]}, {"Out": [out]}, {})
+
+    def local(self, op_type: str, inputs, shape, attrs=None) -> str:
+        """A op writing a new var of the current block."""
+        o = self.out(op_type, shape, stop_ok=False)
+        self.emit(op_type, inputs, {"Out": [o]}, attrs or {})
+        return o
+
+    def _outer_io(self, first: int, block: int) -> tuple[list[str], list[str]]:
+        """The vars the ops from `first` on (in `block` and the blocks inside it)
+        read and write that live outside `block`: a sub-block op's X / Input
+        and Out, as Paddle's While and ConditionalBlock collect them."""
+        inside = {block}
+        for b in range(block + 1, len(self.blocks)):
+            if self.blocks[b] in inside:
+                inside.add(b)
+        reads: dict[str, None] = {}
+        writes: dict[str, None] = {}
+        for o in self.ops[first:]:
+            if o.block not in inside:
+                continue
+            for args in o.inputs.values():
+                for a in args:
+                    if self.vars[a].block not in inside:
+                        reads.setdefault(a)
+            for args in o.outputs.values():
+                for a in args:
+                    if self.vars[a].block not in inside:
+                        writes.setdefault(a)
+        return list(reads), list(writes)
+
+    def branch(self, cond: str, then) -> None:
+        """`if cond: then()` as a ConditionalBlock in the current block."""
+        parent, first = self.cur, len(self.ops)
+        self.cur = self.new_block()
+        blk = self.cur
+        then()
+        self.cur = parent
+        reads, writes = self._outer_io(first, blk)
+        scope = self.declare(self.new_name("_generated_var"), (), "scopes")
+        self.emit("conditional_block", {"Cond": [cond], "Input": [r for r in reads if r != cond]},
+                  {"Out": writes, "Scope": [scope]},
+                  {"sub_block": (blk, pb.AttrType.BLOCK), "is_scalar_condition": True})
+
+    def loop(self, h: str, steps: int, body) -> None:
+        """`for _ in range(steps): body(i)` as a While in the current block; h is
+        the loop var (declared outside)."""
+        i, n = self.int_var(0), self.int_var(steps)
+        cond = self.less_than(i, n)
+        parent, first = self.cur, len(self.ops)
+        self.cur = self.new_block()
+        blk = self.cur
+        body(i)
+        self.emit("increment", {"X": [i]}, {"Out": [i]}, {"step": 1.0})
+        self.less_than(i, n, cond)
+        self.cur = parent
+        reads, writes = self._outer_io(first, blk)
+        scopes = self.declare(self.new_name("_generated_var"), (), "scopes")
+        self.emit("while", {"Condition": [cond], "X": [r for r in reads if r != cond]},
+                  {"Out": writes, "StepScopes": [scopes]}, {"sub_block": (blk, pb.AttrType.BLOCK), "is_test": False})
+
+    def body_ops(self, h: str, i: str, depth: int) -> None:
+        """One to three steps of a loop body, each reassigning h."""
+        shape = self.shape(h)
+        d = shape[-1]
+        for _ in range(1 + self.r(2)):
+            kinds = ["tanh_mm", "tanh_mm", "cond", "cond_reads"] + (["nested"] if depth < 3 else []) + \
+                (["inplace"] if self.inplace else []) + (["accumulate"] if depth < 3 else [])
+            kind = self.choice(kinds)
+            if kind == "tanh_mm":
+                w = self.param((d, d))
+                self.assign(self.local("tanh", {"X": [self.local("matmul_v2", {"X": [h], "Y": [w]}, shape,
+                                                                 {"trans_x": False, "trans_y": False})]},
+                                       shape), h)
+            elif kind in ("cond", "cond_reads"):
+                # if i < k: h = tanh(...) else: h = sigmoid(...)
+                k = self.int_var(self.r(3) + 1)
+                pos = self.less_than(i, k)
+                neg = self.declare(self.new_name("logical_not") + ".tmp_0", (1,), "bool")
+                self.emit("logical_not", {"X": [pos]}, {"Out": [neg]}, {})
+                w, v = self.param((d, d)), self.param((d, d))
+                mm = {"trans_x": False, "trans_y": False}
+                if kind == "cond":      # the branches read a value computed before them
+                    t = self.local("matmul_v2", {"X": [h], "Y": [w]}, shape, mm)
+                    self.branch(pos, lambda: self.assign(self.local("tanh", {"X": [t]}, shape), h))
+                    self.branch(neg, lambda: self.assign(self.local("sigmoid", {"X": [self.local(
+                        "matmul_v2", {"X": [t], "Y": [v]}, shape, mm)]}, shape), h))
+                else:                   # the branches read h itself (issue #35 item 2)
+                    self.branch(pos, lambda: self.assign(self.local("tanh", {"X": [self.local(
+                        "matmul_v2", {"X": [h], "Y": [w]}, shape, mm)]}, shape), h))
+                    self.branch(neg, lambda: self.assign(self.local("sigmoid", {"X": [self.local(
+                        "matmul_v2", {"X": [h], "Y": [v]}, shape, mm)]}, shape), h))
+            elif kind == "nested":
+                self.loop(h, 1 + self.r(3), lambda j: self.body_ops(h, j, depth + 1))
+            elif kind == "inplace":
+                self.emit(self.choice(["tanh", "sigmoid"]), {"X": [h]}, {"Out": [h]}, {})
+            else:                       # s = s + sigmoid(h @ v), s carried beside h
+                s = self._accumulators[-1]
+                v = self.param((d, d))
+                self.assign(self.local("elementwise_add", {"X": [s], "Y": [self.local("sigmoid", {"X": [
+                    self.local("matmul_v2", {"X": [h], "Y": [v]}, shape, {"trans_x": False, "trans_y": False})]},
+                    shape)]}, shape, {"axis": -1}), s)
+
+    def op_loop(self) -> bool:
+        """h = assign(x); s = 0 * x; a While (possibly with nested Whiles and
+        branches) reassigning h and adding to s; both join the pool."""
+        x = self.pick(lambda s: len(s) == 2)
+        if x is None:
+            return False
+        shape = self.shape(x)
+        h = self.out("assign", shape, stop_ok=False)
+        self.assign(x, h)
+        s = self.out("scale", shape, stop_ok=False)
+        self.emit("scale", {"X": [x]}, {"Out": [s]}, {"scale": 0.0, "bias": 0.0, "bias_after_scale": True})
+        self._accumulators = [s]
+        self.loop(h, 1 + self.r(3), lambda i: self.body_ops(h, i, 1))
+        return True
+
     # -- whole program -----------------------------------------------------
     def build(self) -> None:
         for _ in range(1 + self.r(2)):
             self.feed(self.random_shape())
         for _ in range(1 + self.r(3)):
             self.param(self.random_shape())
-        kinds = list(OP_WEIGHTS)
-        w = np.array([OP_WEIGHTS[k] for k in kinds], dtype=float)
+        weights = dict(OP_WEIGHTS)
+        if self.control_flow:
+            weights["loop"] = 4
+        if self.inplace:
+            weights.update(inplace=3, alias=1)
+        kinds = list(weights)
+        w = np.array([weights[k] for k in kinds], dtype=float)
         w /= w.sum()
         n_ops = int(self.rng.integers(3, self.max_ops + 1))
         tries = 0
@@ -400,6 +594,8 @@ class _Gen:
             tries += 1
             kind = kinds[int(self.rng.choice(len(kinds), p=w))]
             getattr(self, f"op_{kind}")()
+        if self.control_flow and not any(o.type == "while" for o in self.ops):
+            self.op_loop()
         # Losses: prefer vars nothing reads yet, so most of the DAG counts.
         unused = [n for n in self.pool if self.uses.get(n, 0) == 0 and self.vars[n].kind == "tmp"]
         n_loss = 1 + self.r(3)
@@ -456,18 +652,26 @@ def _op_desc(o: OpSpec) -> pb.OpDesc:
     return d
 
 
-def materialize(vars_: dict[str, VarSpec], ops: list[OpSpec]) -> Program:
+_KINDS = {"int": ("int64", pb.VarType.DENSE_TENSOR), "bool": ("bool", pb.VarType.DENSE_TENSOR),
+          "scopes": ("float32", pb.VarType.STEP_SCOPES)}
+
+
+def materialize(vars_: dict[str, VarSpec], ops: list[OpSpec], blocks: list[int] | None = None) -> Program:
     """A Program as Paddle would write it: vars sorted by name, each with its
-    stop_gradient flag written out, ops with Paddle's default attrs."""
+    stop_gradient flag written out, ops with Paddle's default attrs; the
+    sub-blocks of control-flow ops with their parents (`blocks`)."""
     prog = Program()
-    block = prog.global_block()
+    for parent in (blocks or [-1])[1:]:
+        prog.create_block(parent_idx=parent)
     for name in sorted(vars_):
         v = vars_[name]
-        var = block.create_var(name, shape=v.shape, dtype="float32", persistable=v.kind == "param",
-                               is_parameter=v.kind == "param", need_check_feed=v.kind == "feed")
-        var.desc.stop_gradient = v.stop_gradient
-    descs = [_op_desc(o) for o in ops]
-    block.extend_op_descs(descs)
+        dtype, vtype = _KINDS.get(v.kind, ("float32", pb.VarType.DENSE_TENSOR))
+        var = prog.block(v.block).create_var(name, shape=v.shape, dtype=dtype, type=vtype,
+                                             persistable=v.kind == "param", is_parameter=v.kind == "param",
+                                             need_check_feed=v.kind == "feed")
+        var.desc.stop_gradient = v.stop_gradient or v.kind in _KINDS
+    for b in range(len(prog.blocks)):
+        prog.block(b).extend_op_descs([_op_desc(o) for o in ops if o.block == b])
     return prog
 
 
@@ -475,7 +679,8 @@ def _forward_values(prog: Program, feeds: dict, params: dict) -> dict[str, np.nd
     from pybackward.interpreter.gradcheck import to_float64
     from pybackward.interpreter.executor import Executor, Scope
     p64 = to_float64(prog)
-    names = [n for n in p64.global_block().vars if n not in feeds and n not in params]
+    names = [n for n, v in p64.global_block().vars.items() if n not in feeds and n not in params
+             and v.desc.type.type == pb.VarType.DENSE_TENSOR and v.dtype == np.float64]
     scope = Scope()
     for k, v in params.items():
         scope.set(k, v)
@@ -493,13 +698,15 @@ def _kink_free(ops: list[OpSpec], vals: dict[str, np.ndarray], given: dict[str, 
     return True
 
 
-def random_program(seed: int, max_ops: int = 12, attempts: int = 50) -> RandomProgram:
+def random_program(seed: int, max_ops: int = 12, attempts: int = 50, control_flow: bool = False,
+                   inplace: bool = False) -> RandomProgram:
     """A random program whose values are finite, moderate and kink-free (retries
-    with derived seeds; deterministic in `seed`)."""
+    with derived seeds; deterministic in `seed`). `control_flow` and `inplace`
+    add the op kinds the module doc lists (off: the programs are as before)."""
     for attempt in range(attempts):
-        g = _Gen(seed * 1000 + attempt, max_ops)
+        g = _Gen(seed * 1000 + attempt, max_ops, control_flow, inplace)
         g.build()
-        prog = materialize(g.vars, g.ops)
+        prog = materialize(g.vars, g.ops, g.blocks)
         feeds = {n: g.values[n] for n, v in g.vars.items() if v.kind == "feed"}
         params = {n: g.values[n] for n, v in g.vars.items() if v.kind == "param"}
         vals = _forward_values(prog, feeds, params)
@@ -514,7 +721,7 @@ def random_program(seed: int, max_ops: int = 12, attempts: int = 50) -> RandomPr
         return RandomProgram(seed, prog, g.loss,
                              {k: v.astype(np.float32) for k, v in feeds.items()},
                              {k: v.astype(np.float32) for k, v in params.items()},
-                             detached, g.ops)
+                             detached, g.ops, list(g.aliased))
     raise RuntimeError(f"seed {seed}: no acceptable program in {attempts} attempts")
 
 

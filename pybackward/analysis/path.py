@@ -79,7 +79,8 @@ def _edge_inputs(op: Operator, stop_edges: bool) -> tuple[str, ...] | list[str]:
 def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
                  no_grad: set[str], sub_paths: dict[int, list[Operator]],
                  is_while: bool = False, stop_edges: bool = False,
-                 redefinitions: list[tuple[str, int, int]] | None = None) -> list[Operator]:
+                 redefinitions: list[tuple[str, int, int]] | None = None,
+                 loops: dict[int, list[str]] | None = None) -> list[Operator]:
     """The ops of `block` on the way from `inputs` (if any) to `targets`.
 
     `no_grad` holds forward names (no @GRAD); with `inputs` it gains the
@@ -93,11 +94,50 @@ def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
     left out (a value overwritten before anything read it). A value that is
     read and then overwritten, where gradients of the two values would mix
     in one `@GRAD` var, is refused (see `_redefined`).
+
+    With a `loops` dict (pybackward's default; Paddle's path has none), the
+    path of a `while` body (and of every loop nested in it) is found to a
+    fixed point: a loop var whose gradient the path needs at the start of a
+    step is needed at the end of the step before, so its writers join the
+    path - a nested `while` too, with the path inside it found for that var.
+    (Paddle's single pass finds a nested loop's inner path before it knows
+    the var is needed, leaves it empty, and the gradient carried through
+    the nested loop is lost.) `loops` maps each body whose path this
+    changes to the loop vars it added.
     """
+    if not (is_while and loops is not None):
+        return _op_path(block, output_names_for(block, targets), inputs, no_grad, sub_paths, is_while,
+                        stop_edges, redefinitions, loops)[0]
+    wanted = output_names_for(block, targets)
+    carried = {n for op in block.ops for n in op.output_arg_names if not block.has_var(n)}
+    before = dict(sub_paths)
+    path, needed = _op_path(block, set(wanted), inputs, no_grad, sub_paths, is_while, stop_edges,
+                            redefinitions, loops)
+    first = [id(op.desc) for op in path]
+    first_subs = {k: [id(op.desc) for op in v] for k, v in sub_paths.items() if before.get(k) is not v}
+    extra: set[str] = set()
+    while True:
+        more = (needed & carried) - wanted - extra
+        if not more:
+            break
+        extra |= more
+        path, needed = _op_path(block, wanted | extra, inputs, no_grad, sub_paths, is_while, stop_edges,
+                                redefinitions, loops)
+    if extra and ([id(op.desc) for op in path] != first or any(
+            [id(op.desc) for op in sub_paths.get(k, [])] != ids for k, ids in first_subs.items())):
+        loops[block.idx] = sorted(extra)
+    return path
+
+
+def _op_path(block: Block, output_names: set[str], inputs: list[Variable], no_grad: set[str],
+             sub_paths: dict[int, list[Operator]], is_while: bool, stop_edges: bool,
+             redefinitions: list[tuple[str, int, int]] | None,
+             loops: dict[int, list[str]] | None) -> tuple[list[Operator], set[str]]:
+    """One walk of `find_op_path`: the path to `output_names`, and every name
+    whose gradient the path then needs."""
     ops = block.ops
     relevant = [True] * len(ops)
     input_names = {v.name for v in inputs}
-    output_names = output_names_for(block, targets)
     if inputs:
         for i, op in enumerate(ops):
             if any(n in input_names for n in op.input_arg_names) and _has_grad(op, i):
@@ -111,7 +151,7 @@ def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
         if sub is not None:
             sub_block = _checked_sub_block(block, op, i, sub)
             wanted = output_names & set(op.output_arg_names)
-            sub_paths[sub_block.idx] = sub_block_path(sub_block, op, set(), sub_paths, wanted)
+            sub_paths[sub_block.idx] = sub_block_path(sub_block, op, set(), sub_paths, wanted, loops)
         if redefinitions is not None and not is_while and sub is None:
             _redefined(block, op, i, output_names, ended, redefinitions)
         if any(n in output_names for n in op.output_arg_names) and _has_grad(op, i):
@@ -143,7 +183,7 @@ def find_op_path(block: Block, targets: list[Variable], inputs: list[Variable],
                     v = block.find_var_recursive(n)
                     if v is not None and v.stop_gradient:
                         no_grad.add(n)
-    return path
+    return path, output_names
 
 
 def _is_plain_tensor(block: Block, name: str) -> bool:
@@ -186,9 +226,11 @@ def _checked_sub_block(block: Block, op: Operator, op_index: int, sub: int) -> B
 
 
 def sub_block_path(sub_block: Block, owner: Operator, no_grad: set[str],
-                   sub_paths: dict[int, list[Operator]], targets: set[str]) -> list[Operator]:
+                   sub_paths: dict[int, list[Operator]], targets: set[str],
+                   loops: dict[int, list[str]] | None = None) -> list[Operator]:
     """The path inside a sub-block, as the owner's OpDef declares (`sub_block_path`):
-    found from the owner's outputs for a branch or a loop; every op otherwise."""
+    found from the owner's outputs for a branch or a loop; every op otherwise.
+    `loops`: as `find_op_path`'s."""
     opdef = registry.find(owner.type)
     kind = opdef.sub_block_path if opdef is not None else None
     if kind is None:
@@ -198,7 +240,7 @@ def sub_block_path(sub_block: Block, owner: Operator, no_grad: set[str],
         for op in sub_block.ops:
             if n in op.output_arg_names:
                 wanted.extend(sub_block.var(m) for m in op.input_arg_names)
-    return find_op_path(sub_block, wanted, [], no_grad, sub_paths, is_while=kind == "loop")
+    return find_op_path(sub_block, wanted, [], no_grad, sub_paths, is_while=kind == "loop", loops=loops)
 
 
 def unused_outputs(block: Block, path: list[Operator], targets: list[Variable],

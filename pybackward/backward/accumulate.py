@@ -10,12 +10,22 @@ per-var counter never resets. Accumulation is one `sum` op, or - when a var
 has at most `max_inplace_add` versions - a chain of `grad_add` ops writing
 `x@GRAD@ADD@i`.
 
+An op that updates a gradient in place (reads and writes `x@GRAD`: a nested
+`while_grad` passing a loop var's gradient back through its steps, the
+grad of an in-place op) is
+skipped by Paddle's walk, so a later writer of `x@GRAD` overwrites what it
+wrote. With `inplace_kept` (pybackward's default) the in-place write counts
+as a version that keeps its name - the op's input and output must stay one
+var - and later writers get `@RENAME@` versions summed into it; the names
+so fixed are appended to the list.
+
 Renames are driven by an index of which ops name each grad var, so the walk
 is linear in the number of grad ops (Paddle rescans op ranges).
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Container, Iterable
 
 from ..ops.registry import GradOp, fresh_op
 from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX, renamed_version
@@ -33,11 +43,27 @@ def _device(op: GradOp) -> str:
     return ""
 
 
-def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_add: int = 0) -> list[GradOp]:
+def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_add: int = 0,
+                                inplace_kept: list[str] | None = None,
+                                incoming: Iterable[str] = (), no_grad: Container[str] = ()) -> list[GradOp]:
+    """Rename and sum the repeated grad outputs of `ops` (see the module doc).
+
+    `incoming` (with `inplace_kept`): gradients that hold a value when the
+    ops begin - in a while grad block, the gradient of a loop var carried in
+    from the next step, where the body changes the var only through ops
+    that read and write it - so a grad op writing one adds to it.
+    Gradients in `no_grad` (the pass removes their ops) are left as Paddle
+    leaves them."""
     versions: dict[str, list[str]] = {}       # var -> its pending partial versions
     first_writer: dict[str, int] = {}
     counter: dict[str, int] = defaultdict(int)
     device: dict[str, str] = {}
+    pinned: set[str] = set()                  # vars an in-place write keeps the name of
+    if inplace_kept is not None:
+        for name in incoming:
+            if name not in no_grad:
+                versions[name] = [name]
+                pinned.add(name)
     refs: dict[str, list[int]] = defaultdict(list)    # grad var -> indices of ops naming it
     pending: dict[int, list[GradOp]] = {}
     pending_by_var: dict[str, list[GradOp]] = defaultdict(list)
@@ -88,19 +114,34 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
                 accumulate(name, idx)
         in_args = set(grad_ins) if len(grad_ins) > 4 else grad_ins
         op_device = None
+        inplace_here: set[str] = set()
         slots = sorted(op.outputs) if len(op.outputs) > 1 else list(op.outputs)
         for si, slot in enumerate(slots):
             args = op.outputs[slot]
             for ai, name in enumerate(args):
-                if GRAD_SUFFIX not in name or name == EMPTY_VAR_NAME or name in in_args:
+                if GRAD_SUFFIX not in name or name == EMPTY_VAR_NAME:
                     continue
+                if name in in_args:
+                    if inplace_kept is None or name in no_grad:
+                        continue
+                    if name not in inplace_here:
+                        # (a second slot of this op writing it too is a
+                        # second contribution: versioned below, then added)
+                        inplace_here.add(name)
+                        versions[name] = [name]
+                        pinned.add(name)
+                        continue
                 mentioned.setdefault(name)
                 seen = versions.get(name)
                 if not seen:
                     versions[name] = [name]
                     first_writer[name] = idx
                     continue
-                if len(seen) == 1:
+                if len(seen) == 1 and name in pinned:
+                    # Written in place: that version keeps the name.
+                    if name not in inplace_kept:
+                        inplace_kept.append(name)
+                elif len(seen) == 1:
                     # The var gets a second writer: its existing version becomes @n.
                     new0 = renamed_version(name, block_idx, counter[name])
                     counter[name] += 1

@@ -28,7 +28,8 @@ from ..base import dtypes
 from ..base.errors import ArgumentError, ArgumentTypeError, PyBackwardWarning, VarNotFoundError, where
 from ..legacy.program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Program, Variable
 from . import guards, recompute
-from .deviations import add_seeds_of_nested_targets, refuse_wrong_programs, report_dead_writes
+from .deviations import (add_seeds_of_nested_targets, refuse_wrong_programs, report_carried_loop_vars,
+                         report_dead_writes, user_stacklevel)
 from .grad_ops import PassState, append_backward_ops
 from ..legacy.names import grad_name, is_grad_name, strip_grad_suffix
 from ..analysis.path import find_op_path, stop_gradient_names, unused_outputs
@@ -228,7 +229,7 @@ def _skip_non_float_params(program: Program, params: list[str], explicit: bool,
         listed = ", ".join(f"'{v.name}' ({dtypes.type_name(v.data_type)})" for v in bad if v.name in read)
         warnings.warn(PyBackwardWarning(f"{program.source or '<program>'}: no gradient for the parameters "
                                         f"{listed}: integer and bool parameters cannot have gradients"),
-                      stacklevel=3)
+                      stacklevel=user_stacklevel())
     return [p for p in params if p not in names]
 
 
@@ -344,15 +345,18 @@ def _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
         if not paddle_exact:
             refuse_wrong_programs(program)
         redefined = None if paddle_exact else []
+        loops: dict[int, list[str]] | None = None if paddle_exact else {}
         path = find_op_path(block, targets, inputs, block_no_grad, state.sub_paths, stop_edges=stop_edges,
-                            redefinitions=redefined)
+                            redefinitions=redefined, loops=loops)
         report_dead_writes(block, redefined)
+        report_carried_loop_vars(program, loops, state.loop_seeds)
         block_no_grad |= unused_outputs(block, path, targets, block_no_grad)
         no_grad[0].update(grad_name(n) for n in block_no_grad)
         append_backward_ops(block, path, targets, block, state, input_grad_names, rename_map)
         grad_info = finish(program, block, start, state, target_grad_map, skip)
         if not paddle_exact:
-            add_seeds_of_nested_targets(block, seeds)
+            shift = state.forward_copies.get(block.idx, 0)    # forward ops put in before the fills
+            add_seeds_of_nested_targets(block, {g: at + shift for g, at in seeds.items()})
         out: list[Variable | None] = []
         for x in inputs:
             info = grad_info.get(x.name)

@@ -9,21 +9,39 @@ output stays Paddle's op for op. Each one reports what it changed with a
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 from ..base import dtypes
 from .._proto import framework_pb2 as pb
 from ..base.errors import PaddleDeviationWarning, ProgramFileError, where
 from ..ops.registry import GradOp, fresh_op
-from ..legacy.program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Program
+from ..legacy.program import OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_FORWARD, Block, Operator, Program
 from .emit import fill_op_desc
-from ..legacy.names import GRAD_SUFFIX, strip_grad_suffix
+from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX, strip_grad_suffix
+
+
+#: The library's directory: frames in it are not the user's.
+_LIBRARY = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_stacklevel() -> int:
+    """The `stacklevel` for a `warnings.warn` in the function that calls this:
+    the first frame outside pybackward, so a warning names the user's line
+    (their `gradients(...)` call), however deep in the pass it is raised."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_LIBRARY):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def deviate(pattern: str, detail: str) -> None:
     """Say that the output departs from Paddle's: one line naming the pattern and the vars."""
     warnings.warn(PaddleDeviationWarning(f"{pattern}: {detail} (Paddle's program: paddle_exact=True / "
-                                         f"--paddle-exact; see docs/deviations.md)"), stacklevel=3)
+                                         f"--paddle-exact; see docs/deviations.md)"), stacklevel=user_stacklevel())
 
 
 def _free_rename(block: Block, name: str, first: int = 0) -> int:
@@ -134,6 +152,51 @@ def report_dead_writes(block: Block, redefined: list[tuple[str, int, int]] | Non
             + " (Paddle's program differentiates both writes)")
 
 
+def report_carried_loop_vars(program: Program, loops: dict[int, list[str]] | None,
+                             loop_seeds: dict[int, list[str]]) -> None:
+    """Say which while bodies' paths gained the writers of loop vars whose
+    gradients are carried from one step into the step before
+    (`analysis.path.find_op_path`'s `loops`), and list those gradients in
+    `loop_seeds` (body idx -> grads): where nothing after the loop makes
+    one (the loss does not read the var's last value), a `fill_any_like`
+    zero-fills it (Paddle's while_grad cannot fill a gradient of unknown
+    shape)."""
+    for b, names in (loops or {}).items():
+        seeds = loop_seeds.setdefault(b, [])
+        seeds.extend(n + GRAD_SUFFIX for n in names if n + GRAD_SUFFIX not in seeds)
+    if loops:
+        deviate("loop var carried through a nested loop", "; ".join(
+            f"block {b}'s while body: " + ", ".join(repr(n) for n in names)
+            for b, names in sorted(loops.items()))
+            + "; Paddle's path leaves the ops (a nested while's grad block) that carry the gradient from "
+              "one step into the step before out, so it is lost; pybackward keeps them")
+
+
+def carried_in_place(body: Block, owner) -> list[str]:
+    """The gradients of the loop vars that the while body `body` changes only
+    through ops that read and write them (a nested while, a branch reading
+    the var, an in-place op): in the grad block they hold the gradient carried in from
+    the next step, which the grads of the ops after those writes add to
+    (Paddle's accumulation lets the first of them overwrite it)."""
+    writers: dict[str, list] = {}
+    for op in body.ops:
+        for n in op.output_arg_names:
+            if not body.has_var(n):
+                writers.setdefault(n, []).append(op)
+    outs = set(owner.output("Out"))
+    return [n + GRAD_SUFFIX for n, ops in writers.items()
+            if n in outs and all(n in op.input_arg_names for op in ops)]
+
+
+def report_grads_written_in_place(block: Block, names: list[str]) -> None:
+    """Say which gradients of `block` an in-place grad op wrote before other
+    grad ops added to them (`accumulate.accumulate_repeated_outputs`)."""
+    deviate("gradient updated in place, then written again", f"block {block.idx}: " + ", ".join(
+        repr(n) for n in names) + "; Paddle's accumulation skips a grad op's in-place write (a nested "
+        "while_grad's, a branch's or an in-place op's) and the next grad op overwrites it, pybackward adds "
+        "the two")
+
+
 # --------------------------------------------------------------------------
 # A while body that reassigns a loop var and then reads the new value
 # --------------------------------------------------------------------------
@@ -165,7 +228,8 @@ def split_loop_var_versions(body: Block, owner, target: Block, descs: list, orig
     incoming `h@GRAD` and gathers what the later readers add.
 
     `descs` are the body's grad ops (before accumulation), `origins` the
-    body op index each one came from. Returns the new grad op list and the
+    body op index each one came from (the recomputing ops put in front get
+    theirs there too). Returns the new grad op list and the
     loop-carried gradients the grad block now reads (`h@GRAD`), which
     `zero_seeds_of_loop_grads` fills with zeros where nothing outside makes
     them: Paddle's while_grad cannot zero-fill a gradient of unknown shape."""
@@ -234,8 +298,9 @@ def split_loop_var_versions(body: Block, owner, target: Block, descs: list, orig
                 d.rename_input(g, value(n, b) + GRAD_SUFFIX)
             if a:
                 d.rename_output(g, value(n, a) + GRAD_SUFFIX)
-    front = []
+    front, front_origins = [], []
     for k in sorted(k for ks in patterns.values() for k in ks):
+        front_origins.append(k)
         op = ops[k]
         (n,) = op.output_arg_names
         ins = {s: [value(u, version(u, k, False)) if u in patterns else u for u in args]
@@ -248,6 +313,8 @@ def split_loop_var_versions(body: Block, owner, target: Block, descs: list, orig
     for n, ks in patterns.items():
         last = value(n, len(ks))
         front.append(fresh_op("assign", {"X": [n + GRAD_SUFFIX]}, {"Out": [last + GRAD_SUFFIX]}))
+        front_origins.append(-1)
+    origins[:0] = front_origins
     deviate("stale loop var", "; ".join(
         f"block {body.idx}'s while body reads '{n}' after op {ks[0]} ({ops[ks[0]].type}) reassigns it"
         for n, ks in patterns.items())
@@ -262,6 +329,373 @@ def zero_seeds_of_loop_grads(seeds: list[str], later: list) -> list:
     made = {n for g in later for n in g.output_args()}
     return [fresh_op("fill_any_like", {"X": [strip_grad_suffix(g)]}, {"Out": [g]},
                      {"value": 0.0, "dtype": -1, OP_DEVICE_ATTR: ""}) for g in seeds if g not in made]
+
+
+# --------------------------------------------------------------------------
+# A branch that reads and reassigns a var: when it is not taken the var
+# keeps its value, so its gradient must pass through
+# --------------------------------------------------------------------------
+def branch_grad_name(name: str, block_idx: int, op_index: int) -> str:
+    """Where the grad of a `conditional_block` puts the gradient of a var it
+    reads and reassigns (`pass_gradients_through_untaken_branches`)."""
+    return f"{name}@GRAD@BRANCH@block{block_idx}@op{op_index}"
+
+
+def pass_gradients_through_untaken_branches(block: Block, descs: list, origins: list[int], owner=None) -> list:
+    """`if c: h = f(h)` (a `conditional_block` with `h` both in its Input and
+    its Out, as a branch inside a loop makes): when the branch is not taken
+    `h` keeps its value, so its gradient passes through unchanged. The
+    branch's grad ops write `h@GRAD` themselves (it is declared outside the
+    grad block) when it was taken, but Paddle's conditional_block_grad also
+    names `h@GRAD` among its outputs, and when the branch was not taken
+    writes zeros into it: the gradient from everything after the branch is
+    lost (with an if/else, the untaken half zeroes what the taken half then
+    reads). Here that output is `h@GRAD@BRANCH@block{b}@op{j}`, which
+    nothing reads, and an in-place `scale(h@GRAD, 1) -> h@GRAD` after the
+    grad op says that `h@GRAD` is updated here (a while_grad's maker lists
+    only the gradients its grad block's own ops write). Refused when the
+    branch's grad ops do not write `h@GRAD` (a taken branch would then pass
+    the gradient of the value it replaced).
+
+    `if c: h = f(t)` (the branch assigns `h` without reading it) in a `while`
+    body (`owner`), `h` a loop var or written before the branch, where an op
+    after the branch reads `h` again: the gradient of the value before the
+    branch and that of the value after it are both named `h@GRAD`, and
+    Paddle's accumulation adds them (in a loop it keeps the first), though
+    a taken branch replaced the value. Here the grad op lists `h` among its
+    inputs too (its gradient going to the unread `@BRANCH` var), the
+    branch's grad block ends with a `fill_any_like` zeroing `h@GRAD` (the
+    value before a taken branch gets no gradient through it), and the same
+    in-place `scale` follows, so the gradients of the ops before the branch
+    add to what is left. Where nothing after the branch reads `h` (an
+    if/else that only reassigns a loop var) the program stays Paddle's.
+    Outside loops this case is left as Paddle's (known limit,
+    docs/deviations.md).
+
+    Returns the new grad ops; `origins` is updated to match."""
+    if not any(d.type == "conditional_block_grad" for d in descs):
+        return descs
+    program = block.program
+    fixed: list[str] = []
+    out: list = []
+    new_origins: list[int] = []
+    read_after: dict[str, int] = {}      # var -> the last op reading it
+    first_write: dict[str, int] = {}
+    for k, op in enumerate(block.ops):
+        for n in op.input_arg_names:
+            read_after[n] = k
+        for n in op.output_arg_names:
+            first_write.setdefault(n, k)
+    loop_vars = set(owner.input("X")) if owner is not None else set()
+    written_grads = {g for d in descs for g in d.output_args()}
+    for d, j in zip(descs, origins):
+        out.append(d)
+        new_origins.append(j)
+        if d.type != "conditional_block_grad":
+            continue
+        block_attr = d.attrs.get("sub_block")
+        for n in d.inputs.get("Out", []):
+            g = n + GRAD_SUFFIX
+            if owner is None or j < 0 or block_attr is None or n in d.inputs.get("Input", []) \
+                    or read_after.get(n, -1) <= j or g not in d.inputs.get("Out@GRAD", []) \
+                    or g not in written_grads:
+                continue
+            if not ((n in loop_vars and not block.has_var(n)) or first_write.get(n, j) < j):
+                continue            # no value before the branch
+            v = block.find_var_recursive(n)
+            if v is None or v.desc.type.type != pb.VarType.DENSE_TENSOR or v.data_type is None \
+                    or not dtypes.is_float(v.data_type):
+                continue
+            d.inputs["Input"].append(n)
+            d.outputs["Input@GRAD"].append(g)      # renamed to @BRANCH below
+            gblock = program.block(int(block_attr[0]))
+            desc = pb.OpDesc()
+            fill_op_desc(desc, fresh_op("fill_any_like", {"X": [n]}, {"Out": [g]},
+                                        {"value": 0.0, "dtype": -1, OP_DEVICE_ATTR: ""}))
+            gblock.append_op_desc(desc)
+        ins, outs = d.inputs.get("Input", []), set(d.inputs.get("Out", []))
+        ograds = set(d.inputs.get("Out@GRAD", []))
+        igrads = d.outputs.get("Input@GRAD", [])
+        for i, n in enumerate(ins):
+            if i >= len(igrads) or n not in outs or igrads[i] == EMPTY_VAR_NAME or igrads[i] not in ograds:
+                continue
+            block_attr = d.attrs.get("sub_block")
+            written = block_attr is not None and any(
+                igrads[i] in op.output_arg_names for op in program.block(int(block_attr[0])).ops)
+            if not written:
+                raise ProgramFileError(
+                    f"{where(program.source, block.idx, j if j >= 0 else None, 'conditional_block', n)}: "
+                    f"the branch reads and reassigns the var, but its gradient does not flow through the "
+                    f"branch; the gradient of the value it replaces would pass through when it is taken "
+                    f"(rule: a branch that reassigns a var it reads differentiates that read; or "
+                    f"--paddle-exact for Paddle's program)")
+            g = igrads[i]
+            igrads[i] = branch_grad_name(n, block.idx, j)
+            out.append(fresh_op("scale", {"X": [g]}, {"Out": [g]},
+                                {"scale": 1.0, "bias": 0.0, "bias_after_scale": True, OP_DEVICE_ATTR: ""}))
+            new_origins.append(j)
+            fixed.append(f"'{n}' (block {block.idx}, op {j})")
+    if not fixed:
+        return descs
+    origins[:] = new_origins
+    deviate("branch reassigning a var", ", ".join(fixed) + ": when the branch is not taken the var keeps "
+            "its value; Paddle's conditional_block_grad zeroes its gradient then (or adds the gradients of "
+            "the values before and after the branch), pybackward passes it through, and zeroes it when the "
+            "branch is taken")
+    return out
+
+
+# --------------------------------------------------------------------------
+# Grad ops reading a value a later write (in place, or in a loop's step)
+# has replaced: copies taken in the forward
+# --------------------------------------------------------------------------
+def value_before_name(name: str, block_idx: int, op_index: int) -> str:
+    """The copy of `name` taken right before op `op_index` of block
+    `block_idx` (in a while body: in every step; `keep_read_values`)."""
+    return f"{name}@BEFORE@block{block_idx}@op{op_index}"
+
+
+def _grad_block_reads(program: Program, idx: int, name: str) -> list[Operator]:
+    """The ops of grad block `idx`, and of the grad blocks inside it, that read `name`."""
+    out, todo = [], [idx]
+    while todo:
+        for op in program.block(todo.pop()).ops:
+            if name in op.input_arg_names:
+                out.append(op)
+            if op.sub_block is not None:
+                todo.append(op.sub_block)
+    return out
+
+
+def _branch_reads_only_before_writing(program: Program, op: Operator, name: str) -> bool:
+    """Every read of `name` in a conditional_block's branch (and the branches
+    inside it) comes before the branch writes it, and only `assign`s write
+    it (their grads read no forward value): the branch's grads need only the
+    value `name` had when the op began."""
+    todo = [op.sub_block]
+    while todo:
+        written = False
+        for inner in program.block(todo.pop()).ops:
+            if inner.sub_block is not None:
+                if inner.type != "conditional_block":
+                    return False
+                todo.append(inner.sub_block)
+            if name in inner.input_arg_names and written:
+                return False
+            if name in inner.output_arg_names:
+                if inner.type != "assign":
+                    return False
+                written = True
+    return True
+
+
+def value_after_name(name: str, block_idx: int, op_index: int) -> str:
+    """The copy of `name` taken right after op `op_index` of block
+    `block_idx` (`keep_read_values`)."""
+    return f"{name}@OUT@block{block_idx}@op{op_index}"
+
+
+#: Grad-side ops that read a forward var only for its shape and dtype.
+_SHAPE_ONLY = frozenset({"fill_any_like", "fill_zeros_like"})
+
+
+def _slot_time(fwd: Operator, slot: str, name: str) -> str | None:
+    """Whether a grad op's input slot `slot` holding `name` means the value
+    `name` had before its forward op ran ("before": a forward input slot)
+    or after ("after": a forward output slot); None for a gradient."""
+    if slot.endswith(GRAD_SUFFIX):
+        return None
+    if name in fwd.input(slot):
+        return "before"
+    if name in fwd.output(slot):
+        return "after"
+    return "before" if name in fwd.input_arg_names else "after"
+
+
+def keep_read_values(block: Block, owner, descs: list, origins: list[int]
+                     ) -> list[tuple[int, str, str, str]]:
+    """Grad ops that would read a var after an op overwrote the value they
+    need: each reads a copy taken in the forward, right before (or after) its
+    forward op instead. Two cases:
+
+    * An op that reads and writes a var `h` in place (`square(X=h, Out=h)`,
+      `elementwise_mul(X=h, Y=g, Out=h)`): the grad ops of it and of the ops
+      before it that read `h` get the value `h` holds after the last write,
+      in Paddle as in the interpreter. Here a grad op reading `h` reads the
+      copy `h@BEFORE@block{b}@op{j}` (a forward input slot of its op j) or
+      `h@OUT@block{b}@op{j}` (an output slot), where a later op writes `h`.
+    * A `while` body where some op reads and writes a loop var `h` (a branch
+      or a nested `while` assigning it, or an in-place op): Paddle's while
+      then keeps no copy of `h` in the step scope (its no_copy_var_names),
+      so every grad op reading `h` gets the value of the last step. Here
+      every such read reads a copy taken in each step. A nested while_grad
+      reads the values its own step scopes hold and needs none; a branch's
+      grad block reads a copy of the value before the branch, and is refused
+      where the branch reads `h` after assigning it or writes it other than
+      by `assign` (no one copy is the value its grad ops need).
+
+    A conditional_block_grad whose grad block reads a copy also lists it in
+    its Input (with `@EMPTY@` for its gradient), which keeps Paddle's
+    executor from freeing it after the forward step.
+
+    Renames the reads in `descs` (and in the grad blocks of their
+    conditional_block_grads); returns the copies (position, var, copy,
+    kind) for `insert_value_copies`, which puts them in the forward block
+    once the pass no longer needs its op indices."""
+    program = block.program
+    ops = block.ops
+    params = {v.name for v in program.blocks[0].vars.values() if v.is_parameter}
+    both: dict[str, int] = {}
+    writers: dict[str, list[int]] = {}
+    for k, op in enumerate(ops):
+        outs = set(op.output_arg_names)
+        for n in outs:
+            writers.setdefault(n, []).append(k)
+        for n in op.input_arg_names:
+            if n in outs:
+                both.setdefault(n, k)
+    xs = set(owner.input("X")) if owner is not None else set()
+    loop_vars, candidates = set(), []
+    for n in dict.fromkeys([*both, *(x for x in xs if x in writers and not block.has_var(x))]):
+        v = block.find_var_recursive(n)
+        if n in params or v is None or v.desc.type.type != pb.VarType.DENSE_TENSOR or v.data_type is None \
+                or not dtypes.is_float(v.data_type):
+            continue
+        candidates.append(n)
+        if n in xs and not block.has_var(n):
+            loop_vars.add(n)
+    kept: dict[tuple[int, str], tuple[str, str]] = {}
+
+    def copy_of(n: str, j: int, when: str) -> str | None:
+        if n in loop_vars and n not in both:
+            # the step scope keeps the value the var had when the step began
+            earlier = [w for w in writers[n] if (w < j if when == "before" else w <= j)]
+            if not earlier:
+                return None
+        elif n not in loop_vars and not [w for w in writers.get(n, ()) if (w >= j if when == "before" else w > j)]:
+            return None          # no later write: the var still holds the value
+        pos, name = (j, value_before_name(n, block.idx, j)) if when == "before" else \
+            (j + 1, value_after_name(n, block.idx, j))
+        kept.setdefault((pos, n), (name, "loop" if n in loop_vars else "in place"))
+        return kept[(pos, n)][0]
+
+    for n in candidates:
+        for d, j in zip(descs, origins):
+            if j < 0:
+                continue
+            block_attr = d.attrs.get("sub_block")
+            if block_attr is not None:
+                if d.type == "while_grad":
+                    continue      # its grad block reads the nested loop's own step scopes
+                readers = _grad_block_reads(program, int(block_attr[0]), n)
+                if not readers:
+                    continue
+                if n in ops[j].output_arg_names and not _branch_reads_only_before_writing(program, ops[j], n):
+                    _refuse_unkept(block, j, n, both[n])
+                copy = copy_of(n, j, "before")
+                if copy is None:
+                    continue
+                for op in readers:
+                    op.rename_input(n, copy)
+                if copy not in d.inputs["Input"]:
+                    # An input of an op of the while's grad block: Paddle's
+                    # executor then keeps it in the step scope (it frees a
+                    # body var no such op reads, even if a branch's grad
+                    # block inside reads it).
+                    d.inputs["Input"].append(copy)
+                    d.outputs["Input@GRAD"].append(EMPTY_VAR_NAME)
+                continue
+            if d.type in _SHAPE_ONLY:
+                continue
+            for slot, args in d.inputs.items():
+                if n not in args:
+                    continue
+                when = _slot_time(ops[j], slot, n)
+                copy = None if when is None else copy_of(n, j, when)
+                if copy is not None:
+                    d.inputs[slot] = [copy if a == n else a for a in args]
+    return [(pos, n, name, kind) for (pos, n), (name, kind) in kept.items()]
+
+
+def _refuse_unkept(block: Block, reader: int, name: str, both: int) -> None:
+    ops = block.ops
+    raise ProgramFileError(
+        f"{where(block.program.source, block.idx, reader, ops[reader].type, name)}: the branch reads the var "
+        f"after assigning it (or writes it other than by assign), and op {both} ({ops[both].type}) both reads "
+        f"and writes it, so no one copy holds the values its gradient reads (rule: a branch that reassigns a "
+        f"var updated in place reads it only before assigning it; or --paddle-exact for Paddle's program)")
+
+
+def insert_value_copies(block: Block, kept: list[tuple[int, str, str, str]]) -> int:
+    """Put `keep_read_values`' copies into the forward block, each at its
+    position, and say so; returns how many ops went in."""
+    if not kept:
+        return 0
+    for pos, n, copy, _ in sorted(kept, key=lambda t: (-t[0], t[1])):
+        block.create_var_like(copy, block.find_var_recursive(n), stop_gradient=True)
+        desc = pb.OpDesc()
+        fill_op_desc(desc, fresh_op("assign", {"X": [n]}, {"Out": [copy]}, {OP_DEVICE_ATTR: ""}),
+                     role=OP_ROLE_FORWARD)
+        block.insert_op_desc(pos, desc)
+    for kind, pattern, why in (
+            ("loop", "loop var not kept per step",
+             "read and written by one op of the while body, so Paddle's while keeps no copy per step and "
+             "the grad ops read the value of the last step"),
+            ("in place", "var overwritten in place",
+             "updated in place by an op, and grad ops read the value after a later write (Paddle's too)")):
+        mine = sorted((p, n, c) for p, n, c, k in kept if k == kind)
+        if mine:
+            deviate(pattern, f"block {block.idx}: " + ", ".join(sorted({f"'{n}'" for _, n, _ in mine}))
+                    + f": {why}; pybackward copies the value where the grad ops need it ("
+                    + ", ".join(f"'{c}'" for _, _, c in mine) + ")")
+    return len(kept)
+
+
+#: Grad op types that read and write one gradient var safely: `sum` (Paddle's
+#: add_n supports Out == X[0]), `scale` and `select_input` (element by
+#: element, or a whole copy), and the sub-block grads, whose slots pair by name.
+_SAFE_IN_PLACE = frozenset({"sum", "grad_add", "scale", "select_input", "while_grad", "conditional_block_grad",
+                            "increment", "write_to_array", "read_from_array"})
+
+
+def copy_grads_read_in_place(block: Block, descs: list) -> list:
+    """A grad op that reads and writes one gradient var (the grad of an
+    in-place op: `elementwise_mul_grad` with Out@GRAD and X@GRAD both
+    `h@GRAD`): the interpreter computes it as a function, but Paddle's
+    kernels write X@GRAD into the buffer they still read Out@GRAD from. Here
+    it reads a copy, `h@GRAD@IN@block{b}@{k}`, that an `assign` right before
+    takes (after accumulation: the op still updates `h@GRAD` in place as far
+    as the pass is concerned)."""
+    out: list = []
+    k = 0
+    for d in descs:
+        if d.type not in _SAFE_IN_PLACE:
+            ins = set(d.input_args())
+            outs = [n for n in d.output_args() if n in ins and GRAD_SUFFIX in n]
+            for n in dict.fromkeys(outs):
+                copy = f"{n}@IN@block{block.idx}@{k}"
+                k += 1
+                out.append(fresh_op("assign", {"X": [n]}, {"Out": [copy]}))
+                d.rename_input(n, copy)
+        out.append(d)
+    return out if k else descs
+
+
+def refuse_aliased_outputs(block: Block, op: Operator, index: int | None) -> None:
+    """An op on the gradient path that names one var twice among its outputs
+    (`split(h) -> Out=[p, p]`): the var holds only the last of the values,
+    but the grad op hands the gradient back to every position. Refused."""
+    seen: set[str] = set()
+    for n in op.output_arg_names:
+        if n == EMPTY_VAR_NAME:
+            continue
+        if n in seen:
+            raise ProgramFileError(
+                f"{where(block.program.source, block.idx, index, op.type, n)}: the op writes the var twice "
+                f"among its outputs, so it holds only the last value while the gradient goes back to every "
+                f"position (rule: an op on the gradient path writes each output var once; or --paddle-exact "
+                f"for Paddle's program)")
+        seen.add(n)
 
 
 # --------------------------------------------------------------------------

@@ -306,7 +306,10 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
         if opdef is _UNSEEN:
             opdef = opdefs[op_type] = registry.find(op_type)
         for slot in (opdef.trims_missing_inputs if opdef is not None else ()):
-            kept = [n for n in op.input(slot) if exists(n)]
+            # (a sum into one of its own inputs - deviations' in-place
+            # accumulation - keeps that input: a loop-carried gradient the
+            # while_grad links in has no var desc yet, but a value)
+            kept = [n for n in op.input(slot) if exists(n) or n in out_args]
             if not kept:
                 raise PyBackwardError(f"{where(program.source, block.idx, i, op.type)}: after dropping "
                                       f"the gradients no op produced, slot '{slot}' is empty")

@@ -17,7 +17,10 @@ from ..ops import registry
 from ..ops.registry import FwdOp, GradOp
 from ..legacy.program import OP_DEVICE_ATTR, Block, Operator, Program, Variable
 from .accumulate import accumulate_repeated_outputs
-from .deviations import accumulate_array_read_grads, split_loop_var_versions, zero_seeds_of_loop_grads
+from .deviations import (accumulate_array_read_grads, carried_in_place, copy_grads_read_in_place,
+                         insert_value_copies, keep_read_values, pass_gradients_through_untaken_branches,
+                         refuse_aliased_outputs, report_grads_written_in_place, split_loop_var_versions,
+                         zero_seeds_of_loop_grads)
 from .emit import Callback, emit, fill_op_desc
 from ..legacy.names import GRAD_SUFFIX, grad_name, repeated_grad_name
 from .prune import find_not_needed, remove_no_grad_branch
@@ -40,6 +43,9 @@ class PassState:
     loop_seeds: dict[int, list[str]] = dataclasses.field(default_factory=dict)
     #: grad block idx -> the op that owns it (while_grad / conditional_block_grad)
     grad_block_owner: dict[int, Operator] = dataclasses.field(default_factory=dict)
+    #: block idx -> forward ops put in it (deviations.insert_value_copies):
+    #: op indices taken before the pass shift by that many
+    forward_copies: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 class _SubBlockFwdOp(FwdOp):
@@ -174,6 +180,14 @@ def grad_to_var(op: Operator, grads: list[GradOp]) -> dict[str, str]:
     return out
 
 
+def _ancestors(block: Block) -> list[Block]:
+    out, b = [], block.parent
+    while b is not None:
+        out.append(b)
+        b = b.parent
+    return out
+
+
 def append_backward_ops(block: Block, path: list[Operator], targets: list[Variable],
                         target_block: Block, state: PassState,
                         input_grad_names: set[str] | None = None,
@@ -186,8 +200,10 @@ def append_backward_ops(block: Block, path: list[Operator], targets: list[Variab
     rename_map = {} if rename_map is None else rename_map
     descs: list[GradOp] = []
     origins: list[int] = []      # the index in `block` of each grad op's forward op
-    index = {id(op.desc): i for i, op in enumerate(block.ops)} if loop_owner is not None else {}
+    index = {} if state.paddle_exact else {id(op.desc): i for i, op in enumerate(block.ops)}
     for op in reversed(path):
+        if not state.paddle_exact:
+            refuse_aliased_outputs(block, op, index.get(id(op.desc)))
         grad_blocks: list[int] = []
         if op.sub_block is not None:
             sub = program.block(op.sub_block)
@@ -229,17 +245,32 @@ def append_backward_ops(block: Block, path: list[Operator], targets: list[Variab
             state.grad_to_var.update(op_grad_to_var)
         origins.extend([index.get(id(op.desc), -1)] * (len(descs) - len(origins)))
 
+    if not state.paddle_exact:
+        descs = pass_gradients_through_untaken_branches(block, descs, origins, loop_owner)
     if loop_owner is not None and not state.paddle_exact:
         descs = accumulate_array_read_grads(block, loop_owner, descs, origins)
         descs, seeds = split_loop_var_versions(block, loop_owner, target_block, descs, origins,
                                                state.grad_to_var)
         if seeds:
-            state.loop_seeds[block.idx] = seeds
-    descs = accumulate_repeated_outputs(descs, block.idx, state.max_inplace_add)
+            have = state.loop_seeds.setdefault(block.idx, [])
+            have.extend(s for s in seeds if s not in have)
+    if not state.paddle_exact:
+        n = insert_value_copies(block, keep_read_values(block, loop_owner, descs, origins))
+        state.forward_copies[block.idx] = state.forward_copies.get(block.idx, 0) + n
+    kept: list[str] | None = None if state.paddle_exact else []
+    incoming = carried_in_place(block, loop_owner) if loop_owner is not None and kept is not None else ()
+    no_grad = state.no_grad[block.idx]
+    if kept is not None and block.parent is not None:      # stop_gradient vars of the enclosing blocks too
+        no_grad = no_grad.union(*(state.no_grad.get(b.idx, ()) for b in _ancestors(block)))
+    descs = accumulate_repeated_outputs(descs, block.idx, state.max_inplace_add, kept, incoming, no_grad)
+    if kept:
+        report_grads_written_in_place(block, kept)
     descs = remove_no_grad_branch(descs, state.no_grad[block.idx], {grad_name(t.name) for t in targets})
     doomed = find_not_needed(descs, path, input_grad_names)
     if doomed:
         descs = [g for g in descs if id(g) not in doomed]
+    if not state.paddle_exact:
+        descs = copy_grads_read_in_place(block, descs)
     start = len(target_block.ops)
     emit(target_block, descs, state.grad_to_var, state.callbacks)
     for op in target_block.ops[start:]:

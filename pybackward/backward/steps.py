@@ -20,7 +20,7 @@ from ..ops.registry import fresh_op
 from ..legacy.program import (
     OP_DEVICE_ATTR, OP_ROLE_ATTR, OP_ROLE_LOSS, OP_ROLE_VAR_ATTR, Block, dedupe_attrs, Operator, Program,
     Variable, prepend_to_list_attr)
-from .deviations import refuse_wrong_programs, report_dead_writes
+from .deviations import refuse_wrong_programs, report_carried_loop_vars, report_dead_writes
 from .emit import create_grad_vars, fill_op_desc
 from .grad_ops import PassState, append_backward_ops
 from .guards import check_declared
@@ -216,9 +216,11 @@ def append_plain(program: Program, loss: Variable, loss_op: Operator, params: Se
         if not paddle_exact:
             refuse_wrong_programs(program)
         redefined = None if paddle_exact else []
+        loops: dict[int, list[str]] | None = None if paddle_exact else {}
         path = find_op_path(block, [loss], [], block_no_grad, state.sub_paths, stop_edges=stop_edges,
-                            redefinitions=redefined)
+                            redefinitions=redefined, loops=loops)
         report_dead_writes(block, redefined)
+        report_carried_loop_vars(program, loops, state.loop_seeds)
         block_no_grad |= unused_outputs(block, path, [loss], block_no_grad)
         no_grad[block.idx].update(grad_name(n) for n in block_no_grad)
         input_grad_names = {grad_name(loss.name)} if program.appending_grad_times > 1 else None

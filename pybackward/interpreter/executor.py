@@ -245,6 +245,13 @@ class Executor:
             out.append(np.asarray(v) if return_numpy and not isinstance(v, list) else v)
         return out
 
+    def reseed(self, seed: int | None) -> None:
+        """Draw the random numbers of later runs afresh from `seed`, as a new
+        `Executor(seed=seed)` would (keeping the compiled plans): runs that
+        each start from the same seed draw the same masks and noise, which
+        finite differences need (`check_gradients`)."""
+        self.rng = np.random.default_rng(_args.integer(seed, "seed", minimum=0, allow_none=True))
+
     def lod(self, name: str) -> list[list[int]] | None:
         """The LoD (offset lists, outer level first) the last run gave var `name`, or None."""
         lod = self._lods.get(name)

@@ -56,10 +56,11 @@ def to_float64(program: Program) -> Program:
     return p
 
 
-def _loss_value(exe: Executor, prog: Program, loss: str, feed: dict, params: dict) -> float:
+def _loss_value(exe: Executor, prog: Program, loss: str, feed: dict, params: dict, seed: int) -> float:
     scope = Scope()
     for k, v in params.items():
         scope.set(k, v)
+    exe.reseed(seed)        # every evaluation draws the same random numbers (dropout masks, noise)
     (val,) = exe.run(prog, feed=feed, fetch_list=[loss], scope=scope)
     return float(np.sum(val))
 
@@ -74,6 +75,12 @@ def check_gradients(program: Program, loss: str, feed: Mapping[str, Any] | None 
     Tensors with more than `max_elements` elements are checked along
     `directions` random directions instead of element by element.
     `progress(done, total, name)` is called before each var is checked.
+
+    Every run of the program (the analytic gradients, and each evaluation of
+    the loss) starts its random draws from `seed`, so a program that draws
+    random numbers (unseeded dropout) sees the same mask each time. A name
+    given both in `params` and in `feed` is refused: the feed would replace
+    the parameter in every run, so perturbing it would change nothing.
     """
     if not isinstance(program, Program):
         raise ArgumentTypeError(f"check_gradients() takes a Program, not {type(program).__name__}")
@@ -90,6 +97,11 @@ def check_gradients(program: Program, loss: str, feed: Mapping[str, Any] | None 
     seed = _args.integer(seed, "seed", minimum=0)
     feed = {k: np.asarray(v) for k, v in _args.mapping(feed, "feed").items()}
     params = {k: np.asarray(v) for k, v in _args.mapping(params, "params").items()}
+    both = sorted(set(feed) & set(params))
+    if both:
+        raise ArgumentError(", ".join(f"'{n}'" for n in both) + " given both as a parameter and as a feed: "
+                            "the feed would replace the parameter in every run, so finite differences "
+                            "would see no change; give each name once (--params or --feed)")
     fwd = to_float64(program)
     bwd = fwd.clone()
     loss_var = bwd.global_block().var(loss)
@@ -123,8 +135,8 @@ def check_gradients(program: Program, loss: str, feed: Mapping[str, Any] | None 
             vals = dict(source)
             vals[name] = x
             if source is params64:
-                return _loss_value(exe, fwd, loss, feed64, vals)
-            return _loss_value(exe, fwd, loss, vals, params64)
+                return _loss_value(exe, fwd, loss, feed64, vals, seed)
+            return _loss_value(exe, fwd, loss, vals, params64, seed)
         if x0.size <= max_elements:
             num = np.zeros_like(x0, dtype=np.float64)
             for i in range(x0.size):
@@ -171,7 +183,7 @@ def rows_to_table(rows: list[GradCheckRow]) -> str:
     """The rows as an aligned text table; every column as wide as its widest cell."""
     head = ("var", "shape", "max abs err", "max rel err", "checked", "result")
     cells = [(r.var, str(list(r.shape)), f"{r.max_abs_err:.3e}", f"{r.max_rel_err:.3e}",
-              f"{r.checked} {r.mode}", "ok" if r.ok else "FAIL") for r in rows]
+              f"{r.checked} {r.mode if r.checked != 1 else r.mode[:-1]}", "ok" if r.ok else "FAIL") for r in rows]
     widths = [max(len(c[i]) for c in [head, *cells]) for i in range(len(head))]
     right = (False, False, True, True, False, False)
 

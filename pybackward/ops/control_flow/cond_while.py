@@ -503,14 +503,27 @@ def _while_grad(c: Call):
     if len(x_names) != len(xg_names):
         raise ExecutionError(f"X has {len(x_names)} vars but X@GRAD {len(xg_names)}")
 
+    # A var the running block declares lives in this scope (Paddle creates a
+    # block's vars in the scope it runs in before its ops run): inside an
+    # outer loop's grad block that is the outer step's scope, so the
+    # parameter gradients this while_grad gathers start from zero at every
+    # outer step instead of landing in (and zeroing) the outer accumulator.
+    block = getattr(env, "block", None)
+
+    def declared_here(name: str) -> bool:
+        return block is not None and block.has_var(name)
+
+    def get_outer(name: str) -> Any:
+        return scope.vars.get(name) if declared_here(name) else scope.get(name)
+
     def set_outer(name: str, value: Any) -> None:
-        owner = scope.owner(name)
+        owner = scope if declared_here(name) else scope.owner(name)
         (owner if owner is not None else scope).set(name, value)
 
     for k, step in enumerate(reversed(steps)):
         first = k == 0
         for o_out, o_in in zip(og_out, og_in):
-            v = scope.get(o_out)
+            v = get_outer(o_out)
             if v is None and first:
                 v = _og_zeros(gblock, o_out, scope)
                 if v is not None:
@@ -531,7 +544,7 @@ def _while_grad(c: Call):
             if first and not is_io and not isinstance(inside, list):
                 set_outer(xg, np.zeros_like(np.asarray(inside)))
             if not is_io:
-                acc = scope.get(xg)
+                acc = get_outer(xg)
                 if isinstance(inside, list):
                     acc = _array_sum(acc if isinstance(acc, list) else [], inside)
                 else:
@@ -541,7 +554,7 @@ def _while_grad(c: Call):
                 v = step.get(xg)
                 if v is not None:
                     set_outer(xg, v)
-    return {"X@GRAD": [None if n == EMPTY_VAR_NAME else scope.get(n) for n in xg_names]}
+    return {"X@GRAD": [None if n == EMPTY_VAR_NAME else get_outer(n) for n in xg_names]}
 
 
 def _og_zeros(gblock, name: str, scope) -> Any:

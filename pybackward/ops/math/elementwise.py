@@ -108,7 +108,8 @@ def _mul_grad_grad(c: Call):
             dd = dd + ddx * yb
         if ddy is not None:
             dd = dd + xb * ddy
-        res["DDOut"] = dd.astype(dout.dtype, copy=False)
+        res["DDOut"] = dd.astype(np.result_type(dout, dd) if np.iscomplexobj(dd) else dout.dtype,
+                                 copy=False)   # DOut's dtype; complex stays complex (Out's dtype)
     # complex: X@GRAD = conj(DDY) * DOut, Y@GRAD = conj(DDX) * DOut (dX = DOut * conj(Y) is
     # antiholomorphic in Y); DDOut keeps DDX * Y + X * DDY
     if c.wants("X@GRAD"):
@@ -123,8 +124,29 @@ _MUL_GRAD_GRAD = GradSpec(
     ("DDX=X@GRAD@GRAD", "DDY=Y@GRAD@GRAD", "DOut=Out@GRAD", "X", "Y"),
     ("DDOut=Out@GRAD@GRAD", "X@GRAD", "Y@GRAD"), kernel=_mul_grad_grad)
 
+def _add_grad_grad(c: Call):
+    """Second order of Out = X + Y: DDOut = DDX + DDY (each aligned to DOut
+    at `axis`); X and Y get no second-order gradient."""
+    dout = np.asarray(c.x("DOut"))
+    axis = c.attr("axis", -1)
+    dd = np.zeros(dout.shape, dtype=dout.dtype)
+    for slot in ("DDX", "DDY"):
+        if c.has(slot):
+            dd = dd + broadcast_pair(dout, np.asarray(c.x(slot)), axis)[1]
+    # DOut's dtype; complex DDX / DDY keep DDOut complex (Out's dtype)
+    dtype = np.result_type(dout, dd) if np.iscomplexobj(dd) else dout.dtype
+    return {"DDOut": dd.astype(dtype, copy=False)} if c.wants("DDOut") else {}
+
+
+# Paddle's ElementwiseAddDoubleGradMaker (issue #35: without it a target that
+# is itself a gradient of an add lost its second-order term).
+_ADD_GRAD_GRAD = GradSpec(
+    "elementwise_add_grad_grad", ("DDX=X@GRAD@GRAD", "DDY=Y@GRAD@GRAD", "DOut=Out@GRAD", "Y"),
+    ("DDOut=Out@GRAD@GRAD",), kernel=_add_grad_grad)
+
 # fmt: off
-_binary("add", np.add, lambda x, y, o, g: g,      lambda x, y, o, g: g, complex_=True)
+_binary("add", np.add, lambda x, y, o, g: g,      lambda x, y, o, g: g, grad_grad=_ADD_GRAD_GRAD,
+        complex_=True)
 _binary("sub", np.subtract, lambda x, y, o, g: g, lambda x, y, o, g: -g, complex_=True)
 _binary("mul", np.multiply, lambda x, y, o, g: g * cj(y), lambda x, y, o, g: g * cj(x),
         grad_grad=_MUL_GRAD_GRAD, complex_=True)
