@@ -8,7 +8,7 @@ import click
 
 import pybackward
 
-from .common import handle_errors, legacy_only
+from .common import handle_errors
 
 
 @click.command()
@@ -31,7 +31,7 @@ def convert(src, dst, program, as_json):
     from pybackward.tensors import paddle_files
     to_arrays = (paddle_files.is_array_path(dst) and not os.path.isdir(dst)) or dst.endswith(("/", os.sep))
     if paddle_files.is_array_path(src) or to_arrays:
-        prog = legacy_only(pybackward.load(program), "convert --program", program) if program else None
+        prog = pybackward.load(program) if program else None
         arrays = paddle_files.load_arrays(src, prog)
         paddle_files.save_arrays(dst, arrays, prog)
         if as_json:

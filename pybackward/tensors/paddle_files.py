@@ -33,6 +33,7 @@ import struct
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Union
 
@@ -41,10 +42,12 @@ import numpy as np
 from ..base import _args, dtypes
 from . import safe_pickle
 from .._proto import framework_pb2 as pb
-from ..base.errors import ArrayFileError, OutputError, ProgramFileError
+from ..base.errors import ArrayFileError, OutputError, ProgramFileError, PyBackwardError
 from ..base.files import TEMP_PREFIX, TEMP_SUFFIX, read_input_file, read_input_head, write_atomic
 from ..legacy.io import load as load_program
 from ..legacy.program import Program
+from .. import pir
+from ..pir.sniff import SNIFF_BYTES
 from .npz_format import NpyError, read_npy_stream, read_npz_bytes
 from .safe_pickle import describe
 from .tensor_format import decode_tensor, decode_tensors, encode_tensor  # noqa: F401  (part of this API)
@@ -148,12 +151,15 @@ def _read_bytes(path: PathLike, limit: int | None = None) -> bytes:
 
 
 # -- which vars, in which order --------------------------------------------
-def persistable_names(program: Program) -> list[str]:
+def persistable_names(program: "Program | pir.Program") -> list[str]:
     """The vars Paddle saves for a program, in the order of its combined files.
 
     Every block's persistable vars except feed, fetch, reader and raw ones,
-    sorted by name (`save_vars` sorts before `save_combine`).
+    sorted by name (`save_vars` sorts before `save_combine`); for a PIR
+    program, its parameters (`builtin.parameter`), sorted by name.
     """
+    if isinstance(program, pir.Program):
+        return sorted(_program_vars(program))
     names = set()
     for block in program.blocks:
         for v in block.vars.values():
@@ -162,7 +168,35 @@ def persistable_names(program: Program) -> list[str]:
     return sorted(names)
 
 
-def _program_vars(program: Program) -> dict:
+@dataclass(frozen=True)
+class _PirParameter:
+    """What the checks of a tensor file read of a var, for a PIR program's parameter."""
+    name: str
+    data_type: int | None
+    shape: list[int]
+    type: int
+    is_parameter: bool = True
+
+
+def _pir_parameters(program: "pir.Program") -> dict:
+    found = {}
+    for op in program.parameters():
+        name, t = op.attr("parameter_name", None), op.results[0].type if op.results else None
+        if not isinstance(name, str) or t is None:
+            continue
+        dense = isinstance(t, pir.DenseTensorType)
+        try:
+            data_type = dtypes.from_any(np.dtype(t.dtype)) if dense else None
+        except (TypeError, ValueError, KeyError, PyBackwardError):
+            data_type = None                    # bfloat16 and the like: no NumPy dtype to compare with
+        found.setdefault(name, _PirParameter(name, data_type, t.shape if dense else [],
+                                             pb.VarType.DENSE_TENSOR if dense else pb.VarType.RAW))
+    return found
+
+
+def _program_vars(program: "Program | pir.Program") -> dict:
+    if isinstance(program, pir.Program):
+        return _pir_parameters(program)
     found = {}
     for block in program.blocks:
         for v in block.vars.values():
@@ -227,11 +261,15 @@ def _check_fits(label: str, var, arr: np.ndarray, where: str) -> None:
                          f"{where} declares {list(shape)} (is this the program it was saved with?)")
 
 
-def _program_beside(path: str) -> Program:
+def _program_beside(path: str) -> "Program | pir.Program":
+    """The program saved with a .pdiparams: PREFIX.pdmodel (legacy), PREFIX.json (PIR) or __model__,
+    each read as what its content is."""
     p = Path(path)
-    for cand in (p.with_suffix(".pdmodel"), p.parent / "__model__"):
+    for cand in (p.with_suffix(".pdmodel"), p.with_suffix(".json"), p.parent / "__model__"):
         if cand.is_file():
             try:
+                if pir.is_pir_bytes(read_input_head(cand, SNIFF_BYTES, ProgramFileError)):
+                    return pir.load(cand)
                 return load_program(cand)
             except ProgramFileError as e:
                 raise ArrayFileError(f"{path}: the program beside it cannot be read: {e}") from None

@@ -193,3 +193,31 @@ def test_commands_that_take_legacy_programs_only_say_so(args, tmp_path):
     r = cli(*[a.format(p=PIR / "mlp.json", out=out) for a in args])
     assert r.returncode == 2 and "is a PIR program" in r.stderr and not out.exists()
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("name", ["jit", "cnn_infer"])
+def test_a_pdiparams_beside_a_pir_program_is_read_by_its_names(name, tmp_path):
+    """A PIR program's .pdiparams holds its parameters in sorted name order, without names: pybackward
+    names them from the .json beside it (convert) and runs the program on them by default (run)."""
+    import numpy as np
+    out = tmp_path / "p.npz"
+    r = cli("convert", PIR / f"{name}.pdiparams", out)
+    assert r.returncode == 0, r.stderr
+    got, want = dict(np.load(out)), dict(np.load(VALUES / f"{name}.params.npz"))
+    assert sorted(got) == sorted(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    prog = pybackward.load(PIR / f"{name}.json")
+    fetch = [op.attr("name") for op in prog.walk() if op.name == "pd_op.fetch"]
+    r = cli("run", PIR / f"{name}.json", "--feeds", VALUES / f"{name}.feeds.npz", "--out", tmp_path / "r.npz", "-q")
+    assert r.returncode == 0, r.stderr
+    values, paddle = dict(np.load(tmp_path / "r.npz")), dict(np.load(VALUES / f"{name}.values.npz"))
+    assert fetch and set(fetch) <= set(values)
+    for n in fetch:
+        np.testing.assert_allclose(values[n], paddle[f"%{prog.value(n).id}"], rtol=1e-5, atol=1e-6, err_msg=n)
+
+
+def test_a_pdiparams_with_the_wrong_pir_program_is_refused(tmp_path):
+    r = cli("convert", PIR / "jit.pdiparams", tmp_path / "p.npz", "--program", PIR / "cnn_infer.json")
+    assert r.returncode == 2 and "jit.pdiparams" in r.stderr and not (tmp_path / "p.npz").exists()
+    assert len(r.stderr.strip().splitlines()) == 1
