@@ -65,6 +65,14 @@ def _loss_value(exe: Executor, prog: Program, loss: str, feed: dict, params: dic
     return float(np.sum(val))
 
 
+def check_options(wrt, eps, rtol, atol, max_elements, directions) -> tuple:
+    """The options every gradient check takes, checked (one clear error per mistake)."""
+    return (_args.names(wrt, "wrt"), _args.number(eps, "eps", minimum=0, open_min=True),
+            _args.number(rtol, "rtol", minimum=0, allow_none=True),
+            _args.number(atol, "atol", minimum=0, allow_none=True),
+            _args.integer(max_elements, "max_elements", minimum=0), _args.integer(directions, "directions", minimum=1))
+
+
 def check_gradients(program: Program, loss: str, feed: Mapping[str, Any] | None = None,
                     params: Mapping[str, Any] | None = None, wrt: Sequence[str] | None = None,
                     eps: float = 1e-6, rtol: float | None = None, atol: float | None = None,
@@ -88,12 +96,7 @@ def check_gradients(program: Program, loss: str, feed: Mapping[str, Any] | None 
         loss = loss.name
     if not isinstance(loss, str):
         raise ArgumentTypeError(f"loss must be a var name or a Variable, not {type(loss).__name__}: {loss!r}")
-    wrt = _args.names(wrt, "wrt")
-    eps = _args.number(eps, "eps", minimum=0, open_min=True)
-    rtol = _args.number(rtol, "rtol", minimum=0, allow_none=True)
-    atol = _args.number(atol, "atol", minimum=0, allow_none=True)
-    max_elements = _args.integer(max_elements, "max_elements", minimum=0)
-    directions = _args.integer(directions, "directions", minimum=1)
+    wrt, eps, rtol, atol, max_elements, directions = check_options(wrt, eps, rtol, atol, max_elements, directions)
     seed = _args.integer(seed, "seed", minimum=0)
     feed = {k: np.asarray(v) for k, v in _args.mapping(feed, "feed").items()}
     params = {k: np.asarray(v) for k, v in _args.mapping(params, "params").items()}

@@ -21,7 +21,7 @@ from ..base.errors import ArgumentError, ArgumentTypeError
 from ..pir import codec
 from ..pir.model import Program
 from ..pir.types import FLOAT_DTYPES, Attr, DenseTensorType, Type, VectorType, scalar
-from .gradcheck import DEFAULT_TOLERANCES, GradCheckRow
+from .gradcheck import DEFAULT_TOLERANCES, GradCheckRow, check_options
 from .pir_executor import PirExecutor
 from .pir_grads import GRAD_SUFFIX, backward_info, named_gradients
 
@@ -68,12 +68,7 @@ def check_gradients(program: Program, feeds: Mapping[str, Any] | None = None,
     a dropout keeps its mask across the runs."""
     if not isinstance(program, Program):
         raise ArgumentTypeError(f"check_gradients() takes a pir.Program, not {type(program).__name__}")
-    wrt = _args.names(wrt, "wrt")
-    eps = _args.number(eps, "eps", minimum=0, open_min=True)
-    rtol = _args.number(rtol, "rtol", minimum=0, allow_none=True)
-    atol = _args.number(atol, "atol", minimum=0, allow_none=True)
-    max_elements = _args.integer(max_elements, "max_elements", minimum=0)
-    directions = _args.integer(directions, "directions", minimum=1)
+    wrt, eps, rtol, atol, max_elements, directions = check_options(wrt, eps, rtol, atol, max_elements, directions)
     feeds = {k: np.asarray(v) for k, v in _args.mapping(feeds, "feeds").items()}
     params = {k: np.asarray(v) for k, v in _args.mapping(params, "params").items()}
     prog = to_float64(program)

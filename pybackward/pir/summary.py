@@ -72,8 +72,6 @@ class PirSummary:
         version = f", format version {self.file_version} read as 4" if self.file_version != 4 else ""
         lines = [f"program: {self.source or '<program>'}  (PIR, {self.ops} ops, {self.top_level_ops} at the top"
                  f"{version})"]
-
-
         lines.append(f"feeds ({len(self.feeds)}):" if self.feeds else "feeds: none")
         lines.extend(name_rows(self.feeds, max_rows))
         lines.append(f"parameters: {len(self.parameters)} ({self.parameter_elements:,} elements, "

@@ -78,8 +78,6 @@ class ProgramSummary:
     def to_text(self, max_rows: int = 12) -> str:
         lines = [f"program: {self.source or '<program>'}  ({self.blocks} block{'s' * (self.blocks != 1)}, "
                  f"{self.ops} ops, {self.vars} vars)"]
-
-
         lines.append(f"feeds ({len(self.feeds)}):" if self.feeds else "feeds: none")
         lines.extend(name_rows(self.feeds, max_rows))
         lines.append(f"parameters: {len(self.parameters)} ({self.parameter_elements:,} elements, "
