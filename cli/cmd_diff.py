@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -41,7 +42,7 @@ def diff(a, b, ignore_attrs, all_attrs, context, as_json, color):
         click.echo(json.dumps(d.to_json()))
     elif not d.equal:
         click.echo(d.to_text(color=True, context=context), color=color)
-    elif click.get_text_stream("stdout").isatty():
+    elif sys.stdout.isatty():
         click.echo(f"{a} and {b}: programs are equal")
     if not d.equal:
         click.get_current_context().exit(1)
@@ -61,7 +62,7 @@ def _diff_pir(pa, pb, a: str, b: str, ignore_attrs, all_attrs, context: int, as_
         click.echo(json.dumps({"a": a, "b": b, "equal": not lines, "diff": lines}))
     elif lines:
         click.echo("\n".join(lines))
-    elif click.get_text_stream("stdout").isatty():
+    elif sys.stdout.isatty():
         click.echo(f"{a} and {b}: programs are equal (canonically)")
     if lines:
         click.get_current_context().exit(1)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+
+import pybackward
 import pytest
 
 from conftest import TESTDATA
@@ -76,6 +78,9 @@ def test_the_generator_gives_the_recorded_values(tmp_path):
     again = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
     assert again == ours
     for rel in ours:
+        if rel.suffix == ".pdmodel":    # legacy programs record Paddle's install path in op_callstack
+            assert str(pybackward.load(out / rel)) == str(pybackward.load(VALUES / rel)), rel
+            continue
         assert (out / rel).read_bytes() == (VALUES / rel).read_bytes(), rel
 
 
