@@ -157,7 +157,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "paddle: needs a live Paddle 3.3.1 ($PYBACKWARD_PADDLE_PYTHON); "
                                        "skips without it, fails with CI=true")
     config.addinivalue_line("markers", "graphviz: needs Graphviz's dot; skips without it, fails with CI=true")
-    config.addinivalue_line("markers", "slow: takes long (the larger real models); deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "slow: takes long (the larger real models, subprocess-per-case corpora, kill tests); the README's test command deselects them, CI runs them after")
 
 
 def pytest_runtest_setup(item):

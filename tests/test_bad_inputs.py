@@ -53,6 +53,7 @@ def _cli(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProc
         pytest.fail(f"hung: no result after {timeout} s")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(_params()))
 def test_bad_input(case, tmp_path):
     record("bad-input cases run")

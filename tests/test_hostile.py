@@ -931,6 +931,7 @@ def test_an_npz_listing_one_member_2000_times_is_refused_at_once(tmp_path):
     assert str(p) in line and "array 'w' is in the archive twice" in line, line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beside", [False, True], ids=["named", "params_npz_beside_IN"])
 def test_a_deflate_bomb_under_a_name_nobody_reads_is_never_decompressed(tmp_path, beside):
     """1 MB: fit_a_line's params and 1 GiB of zeros deflated as `junk.txt`. np.load

@@ -204,6 +204,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["while_nested", "while_nested3", "cond_params_in_while"])
 def test_cli_run_append_run_and_check(case, tmp_path):
     """`append` then `run`, `append --run` and `check`, on the values beside the

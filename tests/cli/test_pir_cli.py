@@ -22,6 +22,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
                           text=True, cwd=cwd, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GOLDENS)
 def test_show_prints_what_paddle_prints(name):
     """`show` on a PIR file is Paddle's print(program), character for character (the .txt beside it)."""
@@ -76,6 +77,7 @@ def test_diff_compares_canonically(tmp_path):
     assert r.returncode == 2 and "PIR" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_dot_draws_regions_as_boxes(tmp_path):
     r = cli("dot", PIR / "cond_in_while_bwd.json")
     assert r.returncode == 0, r.stderr
@@ -89,6 +91,7 @@ def test_dot_draws_regions_as_boxes(tmp_path):
     assert r.returncode == 2 and "--around" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mlp", "mlp_bwd", "cond_bwd", "while_bwd", "transformer_bwd"])
 def test_convert_rewrites_paddles_bytes(tmp_path, name):
     out = tmp_path / "out.json"
@@ -156,6 +159,7 @@ def test_every_bad_pir_file_is_one_line_and_exit_2(case, tmp_path):
 VALUES = TESTDATA / "pir_values"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, run", [("mlp_bwd", "mlp_bwd"), ("cnn_bwd", "cnn_bwd"), ("cond_bwd", "cond_bwd-pos"),
                                        ("cond_bwd", "cond_bwd-neg"), ("while_bwd", "while_bwd")])
 def test_run_gives_paddles_values(name, run, tmp_path):
@@ -195,6 +199,7 @@ def test_commands_that_take_legacy_programs_only_say_so(args, tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["jit", "cnn_infer"])
 def test_a_pdiparams_beside_a_pir_program_is_read_by_its_names(name, tmp_path):
     """A PIR program's .pdiparams holds its parameters in sorted name order, without names: pybackward

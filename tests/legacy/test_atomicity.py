@@ -92,6 +92,7 @@ def _check_in_place(src: Path, old: bytes, new: bytes) -> str:
 # --------------------------------------------------------------------------
 # SIGKILL at random moments
 # --------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["out", "in_place"])
 def test_sigkill_at_random_moments(mode, large, tmp_path):
     rng = random.Random(20240 + (mode == "in_place"))
