@@ -1,0 +1,7 @@
+"""Converting programs between the two IRs: legacy ProgramDesc -> PIR (`to_pir`), as
+Paddle's program translator does, and PIR -> legacy (`to_legacy`), which Paddle cannot.
+
+Sits over both IRs (`legacy`, `pir`), the op tables (`ops`, `pybackward.pir.opmap`) and
+the tensor files (`tensors`, for carrying parameters across); imported by the API layer
+(`formats`, the CLI's `convert`). Never imports the passes or the interpreter.
+"""
