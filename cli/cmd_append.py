@@ -155,7 +155,18 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
     src, out = _single_paths(paths, in_place, expect)
     with command_progress("append:", quiet) as bar:
         bar.stage(f"loading {src}")
-        prog = legacy_only(pybackward.load(src), "append", src)
+        prog = pybackward.load(src)
+        if isinstance(prog, pybackward.pir.Program):
+            from .pir_backward import append_pir
+            if aggregation != "sum" or verify or batch != 1:
+                raise pybackward.ArgumentError(f"{src}: is a PIR program; --aggregation, --verify and --batch "
+                                               "apply to legacy programs only")
+            append_pir(prog, src, out, in_place=in_place, loss=loss, parameters=parameters, no_grad=no_grad,
+                       checkpoints=checkpoints, memory_budget=memory_budget, as_json=as_json,
+                       show_pairs=show_pairs, quiet=quiet, force=force, expect=expect, update=update,
+                       run_after=run_after, params=params, startup=startup, feeds_npz=feeds_npz,
+                       feed_items=feed_items, check_nan=check_nan, paddle_exact=paddle_exact, progress=bar)
+            return
         if out:
             check_program_path(out)
         loss = resolve_loss(prog, loss)
@@ -348,7 +359,13 @@ def gradients(targets, inputs, target_grads, no_grad, as_json, force, quiet, exp
         raise pybackward.ArgumentError("missing OUT (or pass --expect GOLDEN to compare with a golden)")
     with command_progress("gradients:", quiet) as bar:
         bar.stage(f"loading {src}")
-        prog = legacy_only(pybackward.load(src), "gradients", src)
+        prog = pybackward.load(src)
+        if isinstance(prog, pybackward.pir.Program):
+            from .pir_backward import gradients_pir
+            gradients_pir(prog, out, targets=targets, inputs=inputs, target_grads=target_grads, no_grad=no_grad,
+                          as_json=as_json, force=force, quiet=quiet, expect=expect, update=update,
+                          paddle_exact=paddle_exact, progress=bar)
+            return
         if not force:
             refuse_existing_backward(prog)
         tgrads = [None if g == "-" else g for g in target_grads] or None

@@ -381,6 +381,18 @@ def execute_pir(prog, params, feeds, fetch, check_nan, out, as_json: bool = Fals
     return show_values(list(values), list(values.values()), out, as_json, quiet)
 
 
+def evaluate_pir(prog, params, feeds, fetch, check_nan, progress: Progress | None = None) -> dict:
+    """Run a PIR program and return {ref: value} for FETCH (no printing)."""
+    from pybackward.interpreter.pir_executor import run as run_pir
+    opts = {"check_nan": check_nan}
+    if progress is not None:
+        opts["progress"] = run_progress(progress)
+    values = run_pir(prog, feeds, params, list(fetch), **opts)
+    if progress is not None:
+        progress.clear()
+    return values
+
+
 def pir_only_options(prog, **given) -> None:
     """Refuse the options that apply to legacy programs only, naming them."""
     named = [name for name, value in given.items() if value]

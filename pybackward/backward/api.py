@@ -40,6 +40,25 @@ from .steps import (AGGREGATIONS, all_or_nothing, append_plain, as_paddle_parses
 VarsLike = Variable | str | Sequence[Variable | str]
 
 
+def _is_pir(program: Any, *refs: Any) -> bool:
+    """Whether the call is about a PIR program: `program` is one, or a value given is a PIR value."""
+    from ..pir.model import Program as PirProgram, Value as PirValue
+    if isinstance(program, PirProgram):
+        return True
+    for r in refs:
+        for x in (r if isinstance(r, (list, tuple, set)) else [r]):
+            if isinstance(x, PirValue):
+                return True
+    return False
+
+
+def _pir_only(what: str, **given: Any) -> None:
+    """Refuse the legacy-only options on a PIR program (one line naming them)."""
+    bad = sorted(k for k, v in given.items() if v)
+    if bad:
+        raise ArgumentError(f"{what} on a PIR program: {', '.join(bad)} apply to legacy programs only")
+
+
 
 
 # --------------------------------------------------------------------------
@@ -158,6 +177,12 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
     `(params_grads, checkpoint_names)` (recompute). `aggregation` is "sum"
     (Paddle's default: one `sum` op) or "pairwise" (a `grad_add` chain).
     """
+    if _is_pir(program, loss, parameter_list):
+        from .pir import api as pir_api
+        _pir_only("append_backward", keep_param_stop_gradient=keep_param_stop_gradient, stop_edges=stop_edges,
+                  aggregation=aggregation != "sum")
+        return pir_api.append_backward(loss, parameter_list, no_grad_set, callbacks, checkpoints=checkpoints,
+                                       program=program, paddle_exact=paddle_exact)
     program = _program_of(program, loss)
     loss = _as_var(program, loss, "loss")
     _flags(keep_param_stop_gradient=keep_param_stop_gradient, stop_edges=stop_edges, paddle_exact=paddle_exact)
@@ -246,6 +271,12 @@ def calc_gradient(targets: VarsLike, inputs: VarsLike, target_gradients: VarsLik
                   paddle_exact: bool = False) -> Variable | None | list[Variable | None]:
     """Gradients of `targets` w.r.t. `inputs`: one var (or None) for a single
     input, else a list (Paddle's calc_gradient)."""
+    if _is_pir(program, targets, inputs, target_gradients):
+        from .pir import api as pir_api
+        _pir_only("calc_gradient", keep_param_stop_gradient=keep_param_stop_gradient)
+        grads = pir_api.calc_gradient(targets, inputs, target_gradients, no_grad_set, program=program,
+                                      paddle_exact=paddle_exact)
+        return grads[0] if len(grads) == 1 else grads
     _flags(keep_param_stop_gradient=keep_param_stop_gradient, paddle_exact=paddle_exact)
     grads = _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
                            keep_param_stop_gradient, paddle_exact=paddle_exact)
@@ -273,6 +304,12 @@ def gradients(targets: VarsLike, inputs: VarsLike, target_gradients: VarsLike | 
     inputs an op declares differentiable and only into floating-point vars,
     so integer ids and indices never need a manual stop_gradient.
     """
+    if _is_pir(program, targets, inputs, target_gradients):
+        from .pir import api as pir_api
+        _pir_only("gradients", keep_param_stop_gradient=keep_param_stop_gradient, stop_edges=stop_edges,
+                  unconnected=unconnected != "none")
+        return pir_api.gradients(targets, inputs, target_gradients, no_grad_set, program=program,
+                                 paddle_exact=paddle_exact)
     for what, v in (("targets", targets), ("inputs", inputs)):
         if not isinstance(v, (Variable, str, list, tuple)):
             raise ArgumentTypeError(f"{what} must be a Variable, a name, or a list of them, not {type(v).__name__}")

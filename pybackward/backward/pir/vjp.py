@@ -1,0 +1,285 @@
+"""Apply one op's recorded VJP rule: append its grad ops to a block and return the
+gradients of the op's inputs, as Paddle's `call_vjp` does with prim off.
+
+The rule (`pybackward.pir.vjp_rules`) was recorded on a one-op program; a
+vector input (`builtin.combine` of N values) was recorded with two elements.
+`expand` carries the recording over to the op at hand: a run `x.0, x.1` of
+sources becomes `x.0 .. x.(N-1)`, and a rule whose ops repeat per element
+(`add_n`: one `full` + `scale` per input) repeats them N times. Two rules
+derive an attribute from the forward op by code (`DERIVED`); every other
+attribute is copied or constant, as recorded.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Mapping, Sequence
+
+from ...base.errors import UnknownOpError
+from ...pir.model import Block, Operation, Value
+from ...pir.types import NULL_TYPE, Attr, Type, VectorType
+from ...pir.vjp_rules import EmittedOp, RuleBody, Source, VjpRule, require_rule
+
+Grad = "Value | None | list[Value | None]"
+
+
+class OpView:
+    """The forward op as the rule sees it: operand I (its combine's elements when a
+    vector), result J (its split's outputs), and each result's out-grads."""
+
+    def __init__(self, op: Operation, inputs: Sequence[Sequence[Value | None]], outputs: Sequence[Sequence[Value]],
+                 out_grads: Sequence[Sequence[Value | None]]) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.outputs = outputs
+        self.out_grads = out_grads
+        self.elements: list[list[Value | None] | None] = []
+        for i, v in enumerate(op.operands):
+            d = v.defining_op if v is not None else None
+            vector = d is not None and d.name == "builtin.combine"
+            self.elements.append(list(inputs[i]) if vector and i < len(inputs) else None)
+
+    def count(self, src: Source) -> int:
+        """How many elements the vector behind `src` has."""
+        if src.kind == "in":
+            els = self.elements[src.index]
+            return len(els) if els is not None else 1
+        if src.kind == "out":
+            return len(self.outputs[src.index])
+        if src.kind == "grad":
+            return len(self.out_grads[src.index]) if src.index < len(self.out_grads) else 1
+        raise ValueError(src)
+
+    def value(self, src: Source, emitted: Sequence[Operation]) -> Value | None:
+        k, i, e = src.kind, src.index, src.elem
+        if k == "in":
+            if e is None:
+                # a vector operand is named whole only for its type
+                return self.op.operands[i] if self.elements[i] is not None else self.inputs[i][0]
+            return self.elements[i][e]  # type: ignore[index]
+        if k == "out":
+            if e is None:
+                r = self.op.results[i] if i < len(self.op.results) else None
+                # a vector result (split downstream) is named whole only for its type
+                return r if r is not None and isinstance(r.type, VectorType) else self.outputs[i][0]
+            return self.outputs[i][e]
+        if k == "grad":
+            g = self.out_grads[i]
+            return g[0 if e is None else e]
+        return emitted[i].results[e or 0]
+
+
+# --------------------------------------------------------------------------
+# Carrying a two-element recording over to N elements
+# --------------------------------------------------------------------------
+def _shift(src: Source | None, de: int, dop: int) -> Source | None:
+    if src is None:
+        return None
+    if src.kind == "op":
+        return Source("op", src.index + dop, src.elem)
+    return Source(src.kind, src.index, None if src.elem is None else src.elem + de)
+
+
+def _shift_result(r: "Source | Type | None", de: int, dop: int) -> "Source | Type | None":
+    return _shift(r, de, dop) if isinstance(r, Source) else r
+
+
+def _shift_op(e: EmittedOp, de: int, dop: int) -> EmittedOp:
+    return replace(e, operands=tuple(_shift(s, de, dop) for s in e.operands),
+                   results=tuple(_shift_result(r, de, dop) for r in e.results))
+
+
+def _expand_list(items: Sequence, view: OpView) -> tuple:
+    """A run `x.0, x.1` (recorded) becomes `x.0 .. x.(N-1)`."""
+    out: list = []
+    i = 0
+    while i < len(items):
+        s = items[i]
+        if (isinstance(s, Source) and s.kind != "op" and s.elem == 0 and i + 1 < len(items)
+                and items[i + 1] == Source(s.kind, s.index, 1)):
+            n = view.count(s)
+            out.extend(Source(s.kind, s.index, k) for k in range(n))
+            i += 2
+            continue
+        out.append(s)
+        i += 1
+    return tuple(out)
+
+
+def expand(body: RuleBody, rule: VjpRule, view: OpView) -> RuleBody:
+    """The rule's body for the op at hand (its vector inputs' real element counts)."""
+    if not rule.vector_inputs and not any(
+            isinstance(s, Source) and s.elem is not None
+            for e in body.ops for s in (*e.operands, *e.results)):
+        return body
+    ops = body.ops
+    returns = dict(body.returns)
+    half = len(ops) // 2
+    if half and len(ops) % 2 == 0 and all(_shift_op(a, 1, half) == b for a, b in zip(ops[:half], ops[half:])):
+        # One group of ops per element (add_n): repeat the first group.
+        key0 = next(k for k in returns if k.endswith(".0"))
+        base = key0[:-2]
+        n = view.count(Source.parse(base + ".0"))
+        group = ops[:half]
+        ops = tuple(_shift_op(e, k, k * half) for k in range(n) for e in group)
+        r0 = returns[key0]
+        returns = {f"{base}.{k}": _shift(r0, k, k * half) for k in range(n)}
+        return RuleBody(ops, returns)
+    ops = tuple(replace(e, operands=_expand_list(e.operands, view), results=_expand_list(e.results, view))
+                for e in ops)
+    new_returns: dict[str, Source | None] = {}
+    for key, src in returns.items():
+        if key.endswith(".0") and key[:-2] + ".1" in returns:
+            base = key[:-2]
+            r1 = returns[key[:-2] + ".1"]
+            n = view.count(Source.parse(key))
+            for k in range(n):
+                if src is None:
+                    new_returns[f"{base}.{k}"] = None
+                elif r1 is not None and r1.index == src.index:
+                    new_returns[f"{base}.{k}"] = Source("op", src.index, (src.elem or 0) + k * ((r1.elem or 0) - (src.elem or 0)))
+                else:
+                    step = (r1.index - src.index) if r1 is not None else 0
+                    new_returns[f"{base}.{k}"] = Source("op", src.index + k * step, src.elem)
+        elif key.endswith(".1") and key[:-2] + ".0" in returns:
+            continue
+        else:
+            new_returns[key] = src
+    return RuleBody(ops, new_returns)
+
+
+def _null(body: RuleBody, stopped: set[str]) -> RuleBody:
+    nulls: dict[int, set[int]] = {}
+    returns = dict(body.returns)
+    for key in stopped:
+        src = returns.get(key)
+        if src is not None and src.kind == "op":
+            nulls.setdefault(src.index, set()).add(src.elem or 0)
+        returns[key] = None
+    ops = tuple(e.with_null_results(nulls[i]) if i in nulls else e for i, e in enumerate(body.ops))
+    return RuleBody(ops, returns)
+
+
+def body_for(rule: VjpRule, view: OpView, stopped: Sequence[str], absent: Sequence[str]) -> RuleBody:
+    """The ops the rule appends for this op with these input keys stopped and these
+    optional operands absent: a recorded variant whole, else the default with the
+    stopped inputs' gradients null (where the recording showed that is all a stop does)."""
+    if absent:
+        body = rule.apply(absent=absent)
+        body = expand(body, rule, view)
+        return _null(body, set(stopped)) if stopped else body
+    probes = sorted({s if "." not in s else s.split(".")[0] + ".0" for s in stopped})
+    if len(probes) == 1 and f"stop:{probes[0]}" in rule.variants and (
+            "." not in probes[0] or all(s.startswith(probes[0][:-2] + ".") for s in stopped)):
+        got = rule.variants[f"stop:{probes[0]}"]
+        if isinstance(got, str):
+            raise UnknownOpError(f"PIR op '{rule.op}': Paddle refuses stop:{probes[0]}: {got}")
+        if "." not in probes[0]:
+            return expand(got, rule, view)
+    for p in probes:
+        if f"stop:{p}" not in rule.variants_checked:
+            raise UnknownOpError(f"PIR op '{rule.op}' with {p} stopped was not recorded")
+    return _null(expand(rule.body, rule, view), set(stopped))
+
+
+# --------------------------------------------------------------------------
+# Emitting
+# --------------------------------------------------------------------------
+def _derived_increment(fwd: Operation, name: str, a: Attr) -> Attr:
+    return Attr(a.tag, -float(fwd.attr("value")))
+
+
+def _derived_logsumexp(fwd: Operation, name: str, a: Attr) -> Attr:
+    axis = fwd.attr("axis", [])
+    x = fwd.operands[0]
+    rank = len(getattr(x.type, "dims", ())) if x is not None else 0
+    return Attr.bool_(len(axis) == 0 or len(axis) == rank)
+
+
+#: (forward op, appended op index, attribute) -> the code that derives it.
+DERIVED: Mapping[tuple[str, int, str], Callable[[Operation, str, Attr], Attr]] = {
+    ("pd_op.increment_", 0, "value"): _derived_increment,
+    ("pd_op.logsumexp", 0, "reduce_all"): _derived_logsumexp,
+}
+
+
+def _result_type(r: "Source | Type | None", view: OpView, emitted: Sequence[Operation]) -> Type:
+    if r is None:
+        return NULL_TYPE
+    if isinstance(r, Type):
+        return r
+    v = view.value(r, emitted)
+    if v is None:
+        return NULL_TYPE
+    return v.type
+
+
+def emit(fwd: Operation, body: RuleBody, view: OpView, block: Block) -> list[Operation]:
+    """Append the body's ops to `block` (at its end) and return them."""
+    emitted: list[Operation] = []
+    for m, e in enumerate(body.ops):
+        operands = [None if s is None else view.value(s, emitted) for s in e.operands]
+        if e.name == "builtin.combine":
+            types: list[Type] = [VectorType(tuple(v.type for v in operands if v is not None))]
+        else:
+            types = [_result_type(r, view, emitted) for r in e.results]
+        attrs: dict[str, Attr] = {}
+        for k, a in e.attrs.items():
+            if isinstance(a, Attr):
+                d = DERIVED.get((fwd.name, m, k))
+                attrs[k] = d(fwd, k, a) if d is not None else a
+            else:
+                got = fwd.attrs.get(a.name)
+                if got is None:
+                    raise UnknownOpError(f"PIR op '{fwd.name}' has no attribute '{a.name}' its grad op "
+                                         f"{e.name} copies")
+                attrs[k] = got
+        sg = e.stop_gradient if e.stop_gradient is not None else (False,) * len(types)
+        op = Operation(e.name, operands, types, attrs, {"stop_gradient": Attr.bools(list(sg))})
+        block.append(op)
+        emitted.append(op)
+    return emitted
+
+
+def returned_grads(rule: VjpRule, body: RuleBody, view: OpView, emitted: Sequence[Operation]) -> list:
+    """One entry per grad-semantic input, in input order: its gradient value (None when
+    null), or for a vector input the list of its elements' gradients."""
+    out: list = []
+    for name in rule.grad_inputs:
+        i = rule.inputs.index(name)
+        if name in rule.vector_inputs:
+            n = view.count(Source("in", i, 0))
+            out.append([_returned(body, f"in{i}.{k}", emitted) for k in range(n)])
+        else:
+            out.append(_returned(body, f"in{i}", emitted))
+    return out
+
+
+def _returned(body: RuleBody, key: str, emitted: Sequence[Operation]) -> Value | None:
+    src = body.returns.get(key)
+    if src is None:
+        return None
+    v = emitted[src.index].results[src.elem or 0]
+    return None if v.type is NULL_TYPE else v
+
+
+def call_vjp(fwd: Operation, inputs: Sequence[Sequence[Value | None]], outputs: Sequence[Sequence[Value]],
+             out_grads: Sequence[Sequence[Value | None]], stop: Sequence[Sequence[bool]], block: Block
+             ) -> tuple[list, list[Operation]]:
+    """Differentiate `fwd` by its rule: append the grad ops to `block`; return the
+    gradients of its grad-semantic inputs and the ops appended. `stop` has one list of
+    flags per grad-semantic input (one per element for a vector input); `inputs` one
+    list per operand (a vector's elements), as the pass sees them (inside a loop,
+    the values popped from the stack)."""
+    rule = require_rule(fwd.name)
+    view = OpView(fwd, inputs, outputs, out_grads)
+    stopped: list[str] = []
+    for name, flags in zip(rule.grad_inputs, stop):
+        i = rule.inputs.index(name)
+        if name in rule.vector_inputs:
+            stopped.extend(f"in{i}.{k}" for k, f in enumerate(flags) if f)
+        elif flags and flags[0]:
+            stopped.append(f"in{i}")
+    absent = [n for n in rule.optional_inputs if fwd.operands[rule.inputs.index(n)] is None]
+    body = body_for(rule, view, stopped, absent)
+    emitted = emit(fwd, body, view, block)
+    return returned_grads(rule, body, view, emitted), emitted
