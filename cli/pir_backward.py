@@ -93,8 +93,9 @@ def append_pir(prog, src: str, out: str | None, *, in_place: bool, loss: str | N
         cps = "auto" if checkpoints == "auto" else [c for c in checkpoints.split(",") if c]
     ops_before = prog.num_ops()
     progress.stage("appending the backward section")
-    pairs = append_backward(loss_v, list(parameters) or None, list(no_grad) or None, checkpoints=cps,
-                            program=prog, paddle_exact=paddle_exact, memory_budget=memory_budget)
+    got = append_backward(loss_v, list(parameters) or None, list(no_grad) or None, checkpoints=cps,
+                          program=prog, paddle_exact=paddle_exact, memory_budget=memory_budget)
+    pairs, used = got if isinstance(got, tuple) else (got, None)
     appended = prog.num_ops() - ops_before
     rows = [[_ref(p), None if g is None else f"%{g.id}"] for p, g in pairs]
     loss_ref = _ref(loss_v)
@@ -127,6 +128,8 @@ def append_pir(prog, src: str, out: str | None, *, in_place: bool, loss: str | N
         result, failure = compare_pir_golden(prog, expect, update, as_json, quiet)
     if as_json:
         doc = {"output": written, "loss": loss_ref, "params_grads": rows}
+        if used:
+            doc["checkpoints"] = [_ref(v) for v in used]
         if recorded_deviations():
             doc["deviations"] = recorded_deviations()
         if result is not None:

@@ -190,15 +190,6 @@ def test_check_passes_on_paddles_backward_section():
     assert r.stdout.count(" ok") >= 4
 
 
-@pytest.mark.parametrize("args", [["append", "{p}", "{out}"], ["gradients", "--target", "%16", "--input", "x", "{p}",
-                                                               "{out}"], ["stats", "{p}"]])
-def test_commands_that_take_legacy_programs_only_say_so(args, tmp_path):
-    out = tmp_path / "out.json"
-    r = cli(*[a.format(p=PIR / "mlp.json", out=out) for a in args])
-    assert r.returncode == 2 and "is a PIR program" in r.stderr and not out.exists()
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["jit", "cnn_infer"])
 def test_a_pdiparams_beside_a_pir_program_is_read_by_its_names(name, tmp_path):
