@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
+from ...base._gc import paused_gc
 from ...base.errors import ArgumentError, ArgumentTypeError, VarNotFoundError
 from ...pir.model import Operation, Program, Value, make_value_ids
 from . import recompute
@@ -139,13 +140,14 @@ def append_backward(loss: Any, parameter_list: Iterable[Any] | None = None, no_g
     forward = list(block.ops)
     cbs = _check_callbacks(callbacks)
     made: list[tuple[Operation, Operation | None]] = []
-    state, _ = calc_gradient_helper(block, [loss_v], [], [], no_grad,
-                                    (lambda op, fwd: made.append((op, fwd))) if cbs else None, paddle_exact)
-    pairs = [(p, state.first(p)) for p in params]
-    used = None
-    if checkpoints is not None and checkpoints != []:
-        used = recompute.apply(block, forward, recompute.resolve(program, checkpoints, forward, loss_v))
-    make_value_ids(program)
+    with paused_gc():
+        state, _ = calc_gradient_helper(block, [loss_v], [], [], no_grad,
+                                        (lambda op, fwd: made.append((op, fwd))) if cbs else None, paddle_exact)
+        pairs = [(p, state.first(p)) for p in params]
+        used = None
+        if checkpoints is not None and checkpoints != []:
+            used = recompute.apply(block, forward, recompute.resolve(program, checkpoints, forward, loss_v))
+        make_value_ids(program)
     _call_callbacks(cbs, made, state)
     return pairs if used is None else (pairs, used)
 
@@ -171,8 +173,9 @@ def calc_gradient(targets: Any, inputs: Any, target_gradients: Any = None, no_gr
                                     f"target {i} has {getattr(t.type, 'dims', '?')}")
     no_grad = set(_values(program, list(no_grad_set) if no_grad_set is not None else [], "no_grad_set"))
     block = outs[0].defining_op.block if outs[0].defining_op is not None else program.block
-    state, _ = calc_gradient_helper(block, outs, ins, tgrads, no_grad, None, paddle_exact)
-    make_value_ids(program)
+    with paused_gc():
+        state, _ = calc_gradient_helper(block, outs, ins, tgrads, no_grad, None, paddle_exact)
+        make_value_ids(program)
     return [state.first(x) for x in ins]
 
 

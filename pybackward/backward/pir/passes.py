@@ -78,6 +78,9 @@ def has_grad_rule(op: Operation) -> bool:
     return has_vjp(op.name) or op.name == "pd_op.pylayer"
 
 
+_SEMANTICS: dict[tuple[str, int], list[bool]] = {}
+
+
 def grad_semantics(op: Operation) -> list[bool]:
     """Which real inputs have grad semantics (Paddle's `get_grad_semantic_info`)."""
     name = op.name
@@ -86,11 +89,18 @@ def grad_semantics(op: Operation) -> list[bool]:
         if name == "pd_op.if" and info:
             info[0] = False
         return info
-    r = rule(name)
-    if r is None:
-        return [False] * len(op.operands)
-    grad = set(r.grad_inputs)
-    return [n in grad for n in r.inputs][:len(op.operands)] + [False] * max(0, len(op.operands) - len(r.inputs))
+    key = (name, len(op.operands))
+    got = _SEMANTICS.get(key)
+    if got is None:
+        r = rule(name)
+        n = len(op.operands)
+        if r is None:
+            got = [False] * n
+        else:
+            grad = set(r.grad_inputs)
+            got = [x in grad for x in r.inputs][:n] + [False] * max(0, n - len(r.inputs))
+        _SEMANTICS[key] = got
+    return got
 
 
 def _combine_of(v: Value | None) -> Operation | None:
@@ -441,7 +451,9 @@ def calc_gradient_helper(block: Block, outputs: list[Value], inputs: list[Value]
         _, unneeded = graph.prune(backward_ops, in_set, out_set, no_grad_vars)
         remove.update((op, None) for op in unneeded)
     state.turn_map()
-    for op in graph.inverse_sort(backward_ops):
+    # Paddle walks the grad ops in reverse topological order to find the zero fills
+    # nobody reads; which ones those are does not depend on the order.
+    for op in backward_ops:
         if op.name == "pd_op.full_like":
             if not op.results[0].uses:
                 remove[op] = None
@@ -454,13 +466,21 @@ def calc_gradient_helper(block: Block, outputs: list[Value], inputs: list[Value]
                 for b in region.blocks:
                     remove_unused_full_likes(b, state)
     keep = {id(g) for g in complete_grads if g is not None}
-    for op in graph.inverse_sort(list(remove)):
+    for op in graph.inverse_sort(list(remove)) if len(remove) < 64 else _consumers_first(remove):
         if op.results and id(op.results[0]) in keep:
             continue
         if op.results and not op.results[0].uses and op.block is not None:
             remove_op(op.block, op, state)
     state.turn_map()
     return state, backward_ops
+
+
+def _consumers_first(ops: dict[Operation, None]) -> list[Operation]:
+    """The ops to remove, every op before the ops whose results it reads (a zero
+    fill before its `full`): the order `inverse_sort` gives, in linear time for
+    this two-level shape."""
+    firsts = [op for op in ops if op.name != "pd_op.full"]
+    return firsts + [op for op in ops if op.name == "pd_op.full"]
 
 
 def remove_op(block: Block, op: Operation, state: GradState) -> None:

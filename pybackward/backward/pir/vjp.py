@@ -159,10 +159,37 @@ def _null(body: RuleBody, stopped: set[str]) -> RuleBody:
     return RuleBody(ops, returns)
 
 
+_BODIES: dict[tuple[str, tuple[str, ...], tuple[str, ...]], RuleBody] = {}
+_PER_ELEMENT: dict[str, bool] = {}
+
+
+def _per_element(rule: VjpRule) -> bool:
+    """Whether the rule's ops depend on how many elements a vector has (then its body
+    is made for each op, not cached by stop flags)."""
+    got = _PER_ELEMENT.get(rule.op)
+    if got is None:
+        bodies = [rule.body] + [v for v in rule.variants.values() if isinstance(v, RuleBody)]
+        got = bool(rule.vector_inputs) or any(
+            isinstance(x, Source) and x.elem is not None
+            for b in bodies for e in b.ops for x in (*e.operands, *e.results))
+        _PER_ELEMENT[rule.op] = got
+    return got
+
+
 def body_for(rule: VjpRule, view: OpView, stopped: Sequence[str], absent: Sequence[str]) -> RuleBody:
     """The ops the rule appends for this op with these input keys stopped and these
     optional operands absent: a recorded variant whole, else the default with the
     stopped inputs' gradients null (where the recording showed that is all a stop does)."""
+    if _per_element(rule):
+        return _body_for(rule, view, stopped, absent)
+    key = (rule.op, tuple(stopped), tuple(absent))
+    got = _BODIES.get(key)
+    if got is None:
+        got = _BODIES[key] = _body_for(rule, view, stopped, absent)
+    return got
+
+
+def _body_for(rule: VjpRule, view: OpView, stopped: Sequence[str], absent: Sequence[str]) -> RuleBody:
     if absent:
         body = rule.apply(absent=absent)
         body = expand(body, rule, view)
