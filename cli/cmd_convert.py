@@ -21,11 +21,14 @@ from .common import handle_errors
               help="Print what was written as JSON (arrays: name, dtype, shape; programs: blocks, ops, vars).")
 @handle_errors
 def convert(src, dst, program, as_json):
-    """Convert SRC to DST, each format told by its suffix.
+    """Convert SRC to DST (SRC told by content, DST by suffix).
 
     \b
     programs: binary (.pb, .pdmodel, ...) <-> protobuf text format (.pbtxt / .txt);
               PIR (.json) -> PIR, compact or indented (a DST ending in .readable.json or .txt)
+    between the IRs (parameter files beside SRC are written beside DST):
+              legacy -> PIR (DST .json): the program Paddle 3.3.1's translator makes
+              PIR -> legacy (DST .pdmodel, .pb, .pbtxt, __model__)
     arrays:   .npz, .pdparams / .pdopt, .pdiparams, DIR/ (one file per var) -> any of these
     """
     from pybackward.tensors import paddle_files
@@ -45,7 +48,13 @@ def convert(src, dst, program, as_json):
         raise pybackward.ArgumentError("--program goes with array files (.npz, .pdparams, .pdiparams, DIR/)")
     prog = pybackward.load(src)
     if isinstance(prog, pybackward.pir.Program):
+        if _is_legacy_path(dst):
+            _between_irs(prog, src, dst, as_json)
+            return
         _convert_pir(prog, src, dst, as_json)
+        return
+    if dst.lower().endswith(".json"):
+        _between_irs(prog, src, dst, as_json)
         return
     pybackward.save(prog, dst)
     if as_json:
@@ -61,9 +70,6 @@ def _convert_pir(prog, src: str, dst: str, as_json: bool) -> None:
     `.readable.json` / `.txt` DST. Between the IRs, see `docs/pir.md` (issue #34)."""
     from pybackward import pir
     low = dst.lower()
-    if low.endswith((".pb", ".pbtxt", ".pdmodel", ".prototxt")) or os.path.basename(low) == "__model__":
-        raise pybackward.ArgumentError(f"{src}: is a PIR program; converting it to a legacy ProgramDesc "
-                                       f"({dst}) is not supported yet: write a .json")
     readable = low.endswith((".readable.json", ".txt"))
     pir.save(prog, dst, readable=readable)
     if as_json:
@@ -71,3 +77,65 @@ def _convert_pir(prog, src: str, dst: str, as_json: bool) -> None:
                                "ops": prog.num_ops()}))
     else:
         click.echo(f"wrote {dst}")
+
+
+def _is_legacy_path(path: str) -> bool:
+    low = path.lower()
+    return low.endswith((".pb", ".pbtxt", ".pdmodel", ".prototxt")) or os.path.basename(low) == "__model__"
+
+
+#: Parameter files carried across with a program: (suffix, format).
+_PARAM_SUFFIXES = (".pdiparams", ".pdparams", ".pdopt")
+
+
+def _stem(path: str) -> str:
+    low = path.lower()
+    for suffix in (".readable.json", ".json", ".pdmodel", ".pbtxt", ".prototxt", ".pb"):
+        if low.endswith(suffix):
+            return path[:-len(suffix)]
+    return path
+
+
+def _between_irs(prog, src: str, dst: str, as_json: bool) -> None:
+    """Legacy -> PIR (`convert.to_pir`, as Paddle's translator) or PIR -> legacy
+    (`convert.to_legacy`), with the parameter files beside SRC carried beside DST.
+
+    Everything is read and converted before anything is written, so a refusal
+    (one line naming the op with no counterpart and the count of such ops)
+    leaves no output. A `.pdiparams` is re-written in the order the other
+    format's loader reads (both IRs: sorted by name; the PIR file holds only
+    the program's `builtin.parameter` values); `.pdparams` / `.pdopt` (pickle
+    dicts keyed by name) are copied as they are.
+    """
+    from pybackward import pir
+    from pybackward.tensors import paddle_files
+    if isinstance(prog, pir.Program):
+        from pybackward.convert.to_legacy import to_legacy
+        out, kind = to_legacy(prog), "legacy program"
+    else:
+        from pybackward.convert.to_pir import to_pir
+        out, kind = to_pir(prog), "pir program"
+    files: list[tuple[str, str, dict]] = []
+    for suffix in _PARAM_SUFFIXES:
+        beside = _stem(src) + suffix
+        if not os.path.isfile(beside):
+            continue
+        arrays = paddle_files.load_arrays(beside, prog if suffix == ".pdiparams" else None)
+        if suffix == ".pdiparams" and isinstance(out, pir.Program):
+            keep = set(paddle_files.persistable_names(out))     # (read_combined checked they are all there)
+            arrays = {n: a for n, a in arrays.items() if n in keep}
+        files.append((beside, _stem(dst) + suffix, arrays))
+    if isinstance(out, pir.Program):
+        pir.save(out, dst, readable=dst.lower().endswith(".readable.json"))
+        ops = out.num_ops()
+    else:
+        pybackward.save(out, dst)
+        ops = sum(len(b.ops) for b in out.blocks)
+    for _, target, arrays in files:
+        paddle_files.save_arrays(target, arrays)
+    if as_json:
+        click.echo(json.dumps({"input": src, "output": dst, "kind": kind, "ops": ops,
+                               "params": [{"input": a, "output": b, "arrays": len(c)} for a, b, c in files]}))
+    else:
+        extra = "".join(f", {b} ({len(c)} arrays)" for _, b, c in files)
+        click.echo(f"wrote {dst} ({kind}, {ops} ops){extra}")

@@ -109,13 +109,6 @@ def test_convert_to_readable_and_back(tmp_path):
     assert back.read_bytes() == (PIR / "mlp_bwd.json").read_bytes()
 
 
-def test_convert_to_a_legacy_file_is_refused_without_writing(tmp_path):
-    out = tmp_path / "m.pdmodel"
-    r = cli("convert", PIR / "mlp.json", out)
-    assert r.returncode == 2 and "PIR" in r.stderr and not out.exists()
-    assert len(r.stderr.strip().splitlines()) == 1
-
-
 @pytest.mark.parametrize("values", ["mlp.pdparams", "mlp.pdopt", "jit.pdiparams"])
 def test_a_file_of_values_given_as_a_program_is_named_for_what_it_is(values):
     r = cli("show", PIR / values)
