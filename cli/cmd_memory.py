@@ -6,7 +6,6 @@ import json
 import click
 
 import pybackward
-from pybackward import memory as pm
 
 # parse_bytes, resolve_checkpoints, append_with_checkpoints: shared with `append`, kept in common
 # (scripts and tests import them from here too).
@@ -44,6 +43,12 @@ def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, 
     as --batch. Parameters and their gradients are totalled apart. With
     --loss, PROGRAM is a forward program: the report is for its backward
     section, and --checkpoints shows what recompute would save.
+
+    A PIR program (.json) is reported as it is, over its SSA values (a value
+    is live from its op to its last use, regions included; named by data or
+    parameter name, else %N as `run --fetch` takes it); with --loss, the PIR
+    pass appends its backward section (--checkpoints: names, %N or auto);
+    --memory-budget and --saved take legacy programs only so far.
     """
     if batch < 1:
         raise pybackward.ArgumentError(f"--batch must be at least 1, not {batch}")
@@ -52,9 +57,71 @@ def stats(program, batch, top, keep, loss, checkpoints, memory_budget, no_grad, 
         if saved:
             text = _saved_report(program, batch, as_json)
         else:
-            text = _report(legacy_only(pybackward.load(program), "stats", program), program, batch, top, keep, loss, checkpoints,
-                           memory_budget, no_grad, as_json, bar)
+            prog = pybackward.load(program)
+            from pybackward import pir
+            if isinstance(prog, pir.Program):
+                text = _pir_report(prog, program, batch, top, keep, loss, checkpoints, memory_budget, no_grad,
+                                   as_json, bar)
+            else:
+                text = _report(prog, program, batch, top, keep, loss, checkpoints,
+                               memory_budget, no_grad, as_json, bar)
     click.echo(text)
+
+
+def _pir_report(prog, program: str, batch: int, top: int, keep, loss, checkpoints, memory_budget, no_grad,
+                as_json: bool, bar: Progress) -> str:
+    """The peak report of a PIR program (`pybackward.memory` over its SSA values): as it is,
+    or (with --loss) of the backward section the PIR pass appends, plain and with
+    --checkpoints (names / %N, or "auto": the pass's own sqrt(n) choice)."""
+    from pybackward import memory as pm
+    from pybackward import pir
+    if loss is None:
+        if checkpoints or memory_budget or no_grad:
+            raise pybackward.ArgumentError("--checkpoints, --memory-budget and --no-grad need --loss")
+        bar.stage("measuring")
+        rep = pm.memory(prog, batch_size=batch, top=top, keep=keep)
+        return rep.to_json() if as_json else str(rep)
+    if memory_budget:
+        raise pybackward.ArgumentError(f"{program}: is a PIR program; --memory-budget (the checkpoint search "
+                                       "under a budget) takes legacy programs only so far: give --checkpoints "
+                                       "NAME,... or auto")
+    if pm.has_backward(prog):
+        raise pybackward.ArgumentError(f"{program} already has a backward section: drop --loss to "
+                                       "report it as it is")
+    loss_v = prog.value(loss)
+    names = None
+    if checkpoints:
+        names = "auto" if checkpoints.strip() == "auto" else [c.strip() for c in checkpoints.split(",") if c.strip()]
+        for n in names if isinstance(names, list) else ():
+            prog.value(n)
+    keep_all = list(keep) + [loss]
+
+    def appended(with_checkpoints):
+        copy = pir.loads(pir.dumps(prog), program)
+        res = pybackward.append_backward(f"%{loss_v.id}", program=copy, no_grad_set=set(no_grad) or None,
+                                         checkpoints=with_checkpoints)
+        return copy, (res[1] if with_checkpoints else None)
+
+    bar.stage("appending the backward section")
+    plain, _ = appended(None)
+    rep = pm.memory(plain, batch_size=batch, top=top, keep=keep_all)
+    out: dict = {"plain": rep.to_dict()}
+    after = None
+    if names:
+        bar.stage("appending the backward section with checkpoints")
+        ck, used = appended(names)
+        after = pm.memory(ck, batch_size=batch, top=top, keep=keep_all)
+        out["checkpoints"] = [pm.value_name(v) for v in used]
+        out["recompute"] = after.to_dict()
+    if as_json:
+        return json.dumps(out)
+    lines = ["without checkpoints:\n" + _indent(str(rep))]
+    if after is not None:
+        lines.append(f"with checkpoints {', '.join(out['checkpoints']) or 'none'}:\n" + _indent(str(after)))
+        ratio = after.peak_bytes / rep.peak_bytes if rep.peak_bytes else 1.0
+        lines.append(f"peak activation memory {pm.human(rep.peak_bytes)} -> {pm.human(after.peak_bytes)} "
+                     f"({ratio:.0%})")
+    return "\n".join(lines)
 
 
 def _report(prog, program: str, batch: int, top: int, keep, loss, checkpoints, memory_budget, no_grad,
@@ -62,6 +129,7 @@ def _report(prog, program: str, batch: int, top: int, keep, loss, checkpoints, m
     """The peak report: of PROGRAM as it is, or (with --loss) of its backward
     section, plain and with --checkpoints (said once: the checkpoints, the
     peak before and after, and for "auto" what is recomputed and the budget)."""
+    from pybackward import memory as pm
     if loss is None:
         if checkpoints or memory_budget or no_grad:
             raise pybackward.ArgumentError("--checkpoints, --memory-budget and --no-grad need --loss")

@@ -25,6 +25,18 @@ Sub-blocks are not looked into (an op with a sub-block counts as its inputs
 and outputs); tensor arrays and vars with no declared dtype are listed as
 unknown and count 0.
 
+A PIR program (`pybackward.pir.Program`, a `.json` file) gets the same
+report over its SSA values (`analysis.pir_liveness`): a value is live from
+its defining op to its last use, a use inside the regions of an `if` /
+`while` / `pylayer` counting as a use by that op; `pd_op.data` values are
+feeds (live from op 0), `builtin.parameter` values parameters, the
+gradients the backward section computes for the parameters (as the PIR
+interpreter names them, `NAME@GRAD`) parameter gradients, the other values
+after the seed of the backward section gradients; values sharing storage
+(a `builtin.combine` vector and its items, an in-place op's result and its
+operand) count once. Values are named by data / parameter name, else `%N`.
+`measure` and `choose_checkpoints` take legacy programs only so far.
+
 `measure` runs a program with the NumPy interpreter and measures the same
 thing on the real arrays: values are dropped the moment the model says they
 die (the interpreter itself keeps every value of a run, so its own
@@ -66,10 +78,66 @@ import numpy as np
 from .backward.api import append_for_choice
 from .analysis.checkpoint_choice import AutoCheckpoints, CheckpointChoice, choose, cut_vars  # noqa: F401  (public here)
 from .interpreter.executor import Executor, Scope
+from .analysis import liveness as _legacy_liveness
+from .analysis import pir_liveness
 from .analysis.liveness import (
-    ACTIVATION, ACTIVATION_KINDS, GRADIENT, INPUT, PARAM_GRAD, PARAMETER, MemoryReport, VarLife, human, lives,
-    memory, var_bytes, var_kind)  # noqa: F401  (public here)
+    ACTIVATION, ACTIVATION_KINDS, GRADIENT, INPUT, PARAM_GRAD, PARAMETER, MemoryReport, VarLife, human,
+    var_bytes, var_kind)  # noqa: F401  (public here)
+from .base.errors import ArgumentError
+from .interpreter.pir_grads import backward_info
 from .legacy.program import Program, Variable
+from .pir.model import Program as PirProgram
+
+
+# --------------------------------------------------------------------------
+# The static model, of either IR
+# --------------------------------------------------------------------------
+def _pir_facts(program: PirProgram) -> tuple[list, int | None]:
+    """The parameter gradients of a PIR program and the index of the op seeding its backward
+    section (None: no backward section), as the PIR interpreter reads them (`pir_grads`)."""
+    info = backward_info(program)
+    ops = program.block.ops
+    pgrads = [info.grads[op.results[0]] for op in ops
+              if op.name == "builtin.parameter" and op.results and op.results[0] in info.grads]
+    return pgrads, (ops.index(info.seed) if info.seed is not None else None)
+
+
+def lives(program: Program | PirProgram, batch_size: int = 1, keep: Iterable[str] = ()) -> dict[str, VarLife]:
+    """Every var (PIR: top-level value) block 0's ops use, with its kind, size and live range."""
+    if isinstance(program, PirProgram):
+        pgrads, start = _pir_facts(program)
+        return pir_liveness.lives(program, batch_size, keep, pgrads, start)
+    return _legacy_liveness.lives(program, batch_size, keep)
+
+
+def memory(program: Program | PirProgram, batch_size: int = 1, top: int = 8,
+           keep: Iterable[str] = ()) -> MemoryReport:
+    """The activation memory of `program` (block 0; PIR: the top block) by static
+    liveness; see the module doc. `batch_size` replaces every -1 dim; `keep`
+    names vars live to the end (fetched values, e.g. the loss; PIR: `%N` or a
+    name); `top` is how many vars to list at the peak."""
+    if isinstance(program, PirProgram):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ArgumentError(f"batch_size must be a positive int, not {batch_size!r}")
+        pgrads, start = _pir_facts(program)
+        return pir_liveness.memory(program, batch_size, top, keep, pgrads, start)
+    return _legacy_liveness.memory(program, batch_size=batch_size, top=top, keep=keep)
+
+
+def has_backward(program: PirProgram) -> bool:
+    """Whether a PIR program has a backward section (a `full_like` seed a grad op reads)."""
+    return backward_info(program).seed is not None
+
+
+def value_name(v) -> str:
+    """A PIR value's name in the report: its data / parameter name, else `%N`."""
+    return pir_liveness.value_name(v)
+
+
+def _legacy_only(program, what: str) -> None:
+    if isinstance(program, PirProgram):
+        raise ArgumentError(f"{program.source or 'the program'}: is a PIR program; {what} takes legacy "
+                            "programs only so far (memory() and `pybackward stats` report PIR programs)")
 
 # --------------------------------------------------------------------------
 # Measuring with the interpreter
@@ -94,6 +162,7 @@ def measure(program: Program, feed: Mapping[str, Any] | None = None,
     `fetch` names are kept to the end (and returned); `batch_size` only
     matters for the liveness (not for the bytes, which are measured).
     """
+    _legacy_only(program, "measure()")
     life = lives(program, batch_size, fetch)
     n_ops = len(program.global_block().ops)
     dead_after: dict[int, list[str]] = defaultdict(list)
@@ -182,6 +251,8 @@ def choose_checkpoints(program: Program, loss: Variable | str, budget: int | Non
     `max_checkpoints` caps their number; `search` caps the choices judged
     while improving the best even split locally.
     """
+    _legacy_only(program, "choose_checkpoints() (its search judges the programs the legacy pass builds; on a "
+                          "PIR program give append_backward checkpoints=[...] or \"auto\")")
     return choose(program, loss, append_for_choice, budget=budget, batch_size=batch_size,
                   no_grad_set=no_grad_set, max_checkpoints=max_checkpoints, search=search)
 
@@ -190,7 +261,7 @@ def choose_checkpoints(program: Program, loss: Variable | str, budget: int | Non
 # The module is callable: `pybackward.memory(program, batch_size=N)`.
 # --------------------------------------------------------------------------
 class _CallableModule(types.ModuleType):
-    def __call__(self, program: Program, batch_size: int = 1, top: int = 8,
+    def __call__(self, program: Program | PirProgram, batch_size: int = 1, top: int = 8,
                  keep: Iterable[str] = ()) -> MemoryReport:
         return memory(program, batch_size=batch_size, top=top, keep=keep)
 

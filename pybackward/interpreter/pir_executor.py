@@ -54,8 +54,8 @@ from ..pir.model import Block, Operation, Program, Value
 from ..pir.reader import known_ops
 from ..pir.summary import summary
 from ..pir.types import DenseTensorType, VectorType
-from .pir_glue import (GLUE, GLUE_INPLACE, LEGACY_INPUTS, attr_value, cast_to, legacy_attrs, numpy_dtype,
-                       resolve)
+from .pir_glue import (GLUE, GLUE_INPLACE, LEGACY_INPUTS, attr_value, cast_to, cpu_kernel_words, legacy_attrs,
+                       numpy_dtype, resolve, routed)
 from .pir_grads import GRAD_SUFFIX, BackwardInfo, backward_info, named_gradients
 
 #: The ops that run regions, and the op that ends a region.
@@ -338,10 +338,10 @@ class PirExecutor:
             parts = []
             if missing["data"]:
                 parts.append(f"missing feeds: {', '.join(repr(n) for n in missing['data'])} "
-                             "(give them with feeds= / --feeds)")
+                             "(give them with feeds= / --feeds FILE.npz / --feed NAME=FILE.npy)")
             if missing["parameter"]:
                 parts.append(f"missing parameters: {', '.join(repr(n) for n in missing['parameter'])} "
-                             "(give them with params= / --params)")
+                             "(give them with params= / --params FILE: .npz, .pdparams, .pdiparams or a directory)")
             raise ExecutionError(f"{self._source or 'the program'}: {'; '.join(parts)}")
         return env
 
@@ -388,16 +388,17 @@ class PirExecutor:
         r = resolve(op.name)
         if r is None:
             why = ("Paddle 3.3.1 registers it, but the PIR op map gives it no legacy form, so there is no kernel "
-                   "to share; whether Paddle has a CPU kernel for it is not recorded" if op.name in known_ops()
+                   f"to share; {cpu_kernel_words(op.name)}" if op.name in known_ops()
                    else "Paddle 3.3.1 registers no op of that name")
             raise ExecutionError(f"{loc}: no kernel for PIR op '{op.name}': {why}")
         opdef = registry.find(r.map.legacy_type)
+        if (opdef is None or opdef.kernel is None) and routed(op.name) is not None:
+            r = routed(op.name)             # another legacy kernel computes it (pir_glue.ROUTES)
+            opdef = registry.find(r.map.legacy_type)
         if opdef is None or opdef.kernel is None:
             legacy = r.map.legacy_type
             cpu = paddle_runs_on_cpu(legacy, opdef.grad_of if opdef is not None else r.map.forward)
-            why = ("Paddle 3.3.1 has no CPU kernel for it either" if cpu is False else
-                   "Paddle 3.3.1 has a CPU kernel for it, pybackward none yet" if cpu else
-                   "Paddle 3.3.1 records no CPU kernel for it")
+            why = cpu_kernel_words(op.name, cpu)
             extra = f"; {opdef.no_kernel}" if opdef is not None and opdef.no_kernel else ""
             supported = sum(1 for d in registry.all_ops().values() if d.kernel is not None)
             raise ExecutionError(f"{loc}: no kernel for PIR op '{op.name}' (legacy '{legacy}'; {supported} legacy "

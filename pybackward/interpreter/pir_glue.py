@@ -17,6 +17,14 @@ A stack is one Python list, the value of all three results of its
 takes the last one, so a backward `while` pops its iterations in reverse.
 A tensor array is a Python list of arrays; `array_write_` returns a new list
 (the executor then rebinds the array operand to it, as Paddle writes in place).
+A few mapped `pd_op` ops whose own legacy type has no kernel run all the
+same: on glue here (`pd_op.print` and the stream syncs pass their value
+through, `view_dtype`, the causal softmax), or on another legacy type's
+kernel that computes them (`ROUTES`: `abs_double_grad` is `abs_grad` of
+ddx, ...; `routed`). `paddle_cpu` / `cpu_kernel_words` say, for the "no
+kernel" error of the others, whether Paddle 3.3.1 has a CPU kernel for the
+PIR name (data/pir_cpu_kernels.json); testdata/pir_opmap/no_kernel.json lists
+them all.
 `resolve` finds the legacy form a `pd_op.*` op computes with (through
 `pybackward.pir.opmap`), in-place variants included; `legacy_attrs`,
 `attr_value` and `cast_to` move attributes and values between the PIR op and
@@ -25,8 +33,11 @@ May import: `pybackward.base`, `pybackward.ops` (the registry), `pybackward.pir`
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -55,6 +66,44 @@ def _index(v: Any) -> int:
     if a.size != 1 or a.dtype.kind not in "iu":
         raise ExecutionError(f"an array index must be one integer, not {a.dtype}{list(a.shape)}")
     return int(a.reshape(-1)[0])
+
+
+#: Paddle 3.3.1's CPU kernels per PIR op name (testdata/pir_opmap/gen_cpu_kernels.py).
+CPU_KERNELS_FILE = Path(__file__).resolve().parent.parent / "data" / "pir_cpu_kernels.json"
+
+
+@lru_cache(maxsize=1)
+def _cpu_kernels() -> dict[str, dict]:
+    try:
+        raw = json.loads(CPU_KERNELS_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    ops = raw.get("ops") if isinstance(raw, dict) else None
+    return ops if isinstance(ops, dict) else {}
+
+
+def paddle_cpu(name: str) -> dict | None:
+    """What Paddle 3.3.1 has on CPU for a PIR op name: {"cpu": bool, "kernel": phi kernel
+    name, "dtypes": [...], "cannot_run": why a registered CPU kernel does not run}; None
+    when not recorded (not a `pd_op` name Paddle registers)."""
+    return _cpu_kernels().get(name)
+
+
+def cpu_kernel_words(name: str, legacy_cpu: bool | None = None) -> str:
+    """Whether Paddle has a CPU kernel for PIR op `name`, in words for a "no kernel" error:
+    from Paddle's record of the PIR name, else `legacy_cpu` (the legacy type's record)."""
+    rec = paddle_cpu(name)
+    if rec is not None:
+        if not rec.get("cpu"):
+            return "Paddle 3.3.1 has no CPU kernel for it either"
+        if rec.get("cannot_run"):
+            return f"Paddle 3.3.1 registers a CPU kernel for it that does not run ({rec['cannot_run']})"
+        return f"Paddle 3.3.1 has a CPU kernel for it ('{rec.get('kernel')}'), pybackward none yet"
+    if legacy_cpu is False:
+        return "Paddle 3.3.1 has no CPU kernel for it either"
+    if legacy_cpu:
+        return "Paddle 3.3.1 has a CPU kernel for it, pybackward none yet"
+    return "Paddle 3.3.1 records no CPU kernel for it"
 
 
 # ----------------------------------------------------------------- vectors
@@ -133,6 +182,44 @@ def _has_elements(vals, attrs):
     return [np.array([len(vals[0]) > 0])]
 
 
+# --------------------- mapped PIR ops whose legacy type has no kernel: the computation elsewhere
+def _view_dtype(vals, attrs):
+    """`pd_op.view_dtype`: the same bytes read as another dtype (the last dim scales by the
+    size ratio), as NumPy's `view` does on a C-contiguous array."""
+    dt = numpy_dtype(str(attrs.get("dtype", "")))
+    if dt is None:
+        raise ExecutionError(f"view_dtype: no NumPy dtype for {attrs.get('dtype')!r}")
+    x = np.ascontiguousarray(vals[0])
+    if x.ndim == 0 or (x.shape[-1] * x.dtype.itemsize) % dt.itemsize:
+        raise ExecutionError(f"view_dtype: {x.dtype}{list(x.shape)} cannot be viewed as {dt}: "
+                             "the last dim's bytes must divide into the new dtype's size")
+    return [x.view(dt)]
+
+
+def _view_dtype_grad(vals, attrs):
+    """`pd_op.view_dtype_grad`: the output gradient's bytes read back in the input's dtype."""
+    x, g = np.asarray(vals[0]), np.ascontiguousarray(vals[1])
+    if g.ndim == 0 or (g.shape[-1] * g.dtype.itemsize) % x.dtype.itemsize:
+        raise ExecutionError(f"view_dtype_grad: {g.dtype}{list(g.shape)} cannot be viewed as {x.dtype}")
+    return [g.view(x.dtype)]
+
+
+def _causal_softmax(vals, attrs):
+    """`pd_op.fused_softmax_mask_upper_triangle`: softmax over the last axis of x with every
+    column above the diagonal of the last two dims masked out (Paddle's causal-attention
+    softmax), on the legacy `softmax` kernel."""
+    x = np.asarray(vals[0])
+    if x.ndim < 2:
+        raise ExecutionError(f"fused_softmax_mask_upper_triangle: x must have 2 dims or more, not {list(x.shape)}")
+    rows, cols = x.shape[-2], x.shape[-1]
+    masked = np.where(np.triu(np.ones((rows, cols), dtype=bool), k=1), np.array(-np.inf, x.dtype), x)
+    out = registry.get("softmax").kernel(registry.Call("softmax", {"X": [masked]}, {"axis": -1},
+                                                       {"Out": ["out"]}))
+    y = out["Out"]
+    y = y[0] if isinstance(y, (list, tuple)) else y
+    return [np.asarray(y).astype(x.dtype, copy=False)]
+
+
 GLUE: dict[str, Glue] = {
     "builtin.combine": _combine,
     "builtin.split": _split,
@@ -149,6 +236,16 @@ GLUE: dict[str, Glue] = {
     "cf.tuple_push": _tuple_push,
     "cf.tuple_pop": _tuple_pop,
     "cf.has_elements": _has_elements,
+    # values passed through: Paddle's print writes the value to stderr (pybackward prints
+    # nothing), the stream syncs of a device have no work on a NumPy run
+    "pd_op.print": _identity,
+    "pd_op.sync_calc_stream": _identity,
+    "pd_op.sync_calc_stream_": _identity,
+    "pd_op.sync_comm_stream": _identity,
+    "pd_op.sync_comm_stream_": _identity,
+    "pd_op.view_dtype": _view_dtype,
+    "pd_op.view_dtype_grad": _view_dtype_grad,
+    "pd_op.fused_softmax_mask_upper_triangle": _causal_softmax,
 }
 
 #: Glue ops that write their first operand in place (its value is the first result from then on).
@@ -240,6 +337,63 @@ def resolve(name: str) -> Resolved | None:
             pairs = _pairs(m, m.inplace_map) if m.inplace_map else ((0, 0),)
             return Resolved(m, pairs, _implied(m))
     return None
+
+
+# ------------------------------------- routes: a legacy kernel that computes another op
+@dataclass(frozen=True)
+class Route:
+    """A mapped PIR op whose own legacy type has no kernel, computed by another legacy
+    type's kernel: `operands` / `results` give, per PIR operand / result name, the slot of
+    `legacy_type` it is (absent: not passed / not computed); `attrs` renames PIR
+    attributes to `legacy_type`'s (the others keep their legacy names); `implied`: attrs
+    `legacy_type` needs set; `why`: the identity that makes the route right."""
+
+    legacy_type: str
+    operands: tuple[tuple[str, str], ...]
+    results: tuple[tuple[str, str], ...]
+    why: str
+    attrs: tuple[tuple[str, str], ...] = ()
+    implied: tuple[tuple[str, Any], ...] = ()
+
+
+ROUTES: dict[str, Route] = {
+    "pd_op.abs_double_grad": Route("abs_grad", (("x", "X"), ("grad_x_grad", "Out@GRAD")),
+                                   (("grad_out_grad", "X@GRAD"),), "ddout = sign(x) * ddx = abs_grad(x, ddx)"),
+    "pd_op.clip_double_grad": Route("clip_grad", (("x", "X"), ("grad_x_grad", "Out@GRAD")),
+                                    (("grad_out_grad", "X@GRAD"),),
+                                    "ddout = ddx where min < x < max, else 0 = clip_grad(x, ddx)"),
+    "pd_op.pad3d_double_grad": Route("pad3d", (("grad_x_grad", "X"),), (("grad_out_grad", "Out"),),
+                                     "ddout = pad3d(ddx): padding is linear"),
+    "pd_op.fused_softmax_mask_upper_triangle_grad": Route(
+        "softmax_grad", (("Out", "Out"), ("Out_grad", "Out@GRAD")), (("X_grad", "X@GRAD"),),
+        "the softmax grad over the last axis; the masked columns have out = 0, so their grad is 0",
+        implied=(("axis", -1),)),
+    "pd_op.range_v2": Route("range", (("start", "Start"), ("end", "End"), ("step", "Step")), (("out", "Out"),),
+                            "range with its start, end and step tensors; the result cast to the declared dtype"),
+    "pd_op.embedding_with_scaled_gradient": Route(
+        "lookup_table_v2", (("x", "Ids"), ("weight", "W")), (("out", "Out"),),
+        "the forward is embedding's lookup (only its gradient is scaled)"),
+    "pd_op.max_pool2d_v2": Route(
+        "pool2d", (("x", "X"),), (("out", "Out"),),
+        "max pooling with explicit paddings (saved_idx is not computed)",
+        attrs=(("kernel_size", "ksize"),), implied=(("pooling_type", "max"),)),
+}
+
+
+@lru_cache(maxsize=None)
+def routed(name: str) -> Resolved | None:
+    """The legacy form a mapped PIR op without a kernel of its own is computed by (ROUTES), or None."""
+    route = ROUTES.get(name)
+    m = opmap.pir_to_legacy(name)
+    if route is None or m is None:
+        return None
+    ops, res, renames = dict(route.operands), dict(route.results), dict(route.attrs)
+    operands = tuple(o if o.is_mutable_attr else dataclasses.replace(o, slot=ops.get(o.name)) for o in m.operands)
+    results = tuple(dataclasses.replace(r, slot=res.get(r.name)) for r in m.results)
+    attrs = tuple(dataclasses.replace(a, legacy=renames.get(a.name, a.legacy)) for a in m.attrs)
+    rm = dataclasses.replace(m, legacy_type=route.legacy_type, operands=operands, results=results, attrs=attrs,
+                             when_attr_not={}, inplace_map=())
+    return Resolved(rm, (), route.implied)
 
 
 # ------------------------------------------- values and attributes, legacy side

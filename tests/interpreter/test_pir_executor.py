@@ -230,8 +230,8 @@ def test_missing_feeds_and_parameters_are_all_named():
         run(prog, {"x": np.zeros((2, 4), np.float32)}, {"fc_2.w_0": np.zeros((4, 8), np.float32)})
     msg = str(e.value)
     assert "mlp_bwd.json" in msg and "\n" not in msg
-    assert "missing feeds: 'y' (give them with feeds= / --feeds)" in msg
-    assert "missing parameters: 'fc_3.b_0', 'fc_3.w_0', 'fc_2.b_0' (give them with params= / --params)" in msg
+    assert "missing feeds: 'y' (give them with feeds= / --feeds FILE.npz / --feed NAME=FILE.npy)" in msg
+    assert "missing parameters: 'fc_3.b_0', 'fc_3.w_0', 'fc_2.b_0' (give them with params= / --params FILE" in msg
 
 
 def test_bad_feeds_are_refused():
@@ -261,7 +261,8 @@ def test_fetch_errors_name_what_exists():
 
 
 @pytest.mark.parametrize("name,why", [
-    ("pd_op.embedding_with_scaled_gradient_grad", "Paddle 3.3.1 has a CPU kernel for it, pybackward none yet"),
+    ("pd_op.embedding_with_scaled_gradient_grad",
+     "Paddle 3.3.1 has a CPU kernel for it ('embedding_with_scaled_gradient_grad'), pybackward none yet"),
     ("pd_op.batched_gemm", "Paddle 3.3.1 has no CPU kernel for it either"),
     ("pd_op.not_an_op", "Paddle 3.3.1 registers no op of that name"),
 ])
