@@ -73,6 +73,25 @@ def map_values(vs: Sequence[Value | None], mapping: dict[Value, Value]) -> list[
     return [map_value(v, mapping) if v is not None and v in mapping else v for v in vs]
 
 
+_FORWARD_ONLY: frozenset[str] | None = None
+
+
+def is_forward_only(name: str) -> bool:
+    """Whether Paddle marks PIR op `name` forward-only (ForwardOnlyTrait): its pass lets
+    such an op through without a VJP (pybackward/data/pir_forward_only.json)."""
+    global _FORWARD_ONLY
+    if _FORWARD_ONLY is None:
+        import json
+        from pathlib import Path
+        path = Path(__file__).resolve().parents[2] / "data" / "pir_forward_only.json"
+        try:
+            _FORWARD_ONLY = frozenset(json.loads(path.read_text())["ops"])
+        except (OSError, ValueError, KeyError) as e:
+            from ...base.errors import PyBackwardError
+            raise PyBackwardError(f"{path}: cannot read the forward-only PIR ops: {e}") from None
+    return name in _FORWARD_ONLY
+
+
 def has_grad_rule(op: Operation) -> bool:
     """Paddle's `op_has_vjp`: the op has a VJP (recorded or not), or is a pylayer."""
     return has_vjp(op.name) or op.name == "pd_op.pylayer"
@@ -164,8 +183,13 @@ class PirBackward:
                   block: Block) -> Value:
         """Paddle's `append_full_like`: a gradient of `key` filled with `value`, shaped as `like`."""
         b = Builder(block)
+        # Paddle's builder flags a result stop_gradient when every operand is: the `full`
+        # always is, so the fill is stop_gradient exactly when `like` is
+        stop = [stop_flag(like)]
         if isinstance(like.type, DenseTensorArrayType):
-            op = b.op("pd_op.create_array_like", [like], [like.type], {"val": Attr.f32(value)})
+            # create_array_like's InferMeta sets the dtype only: the array's dims are []
+            t = DenseTensorArrayType(like.type.dtype_type, (), like.type.layout)
+            op = b.op("pd_op.create_array_like", [like], [t], {"val": Attr.f32(value)}, stop)
             self.record(backward_ops, state, key.defining_op, [op])
         else:
             full = b.op("pd_op.full", [], [_scalar_type()],
@@ -173,7 +197,7 @@ class PirBackward:
                         [True])
             dtype = getattr(like.type, "dtype", "float32")
             op = b.op("pd_op.full_like", [like, full.results[0]], [like.type],
-                      {"dtype": Attr.dtype(dtype), "place": UNDEFINED_PLACE})
+                      {"dtype": Attr.dtype(dtype), "place": UNDEFINED_PLACE}, stop)
             self.record(backward_ops, state, key.defining_op, [op, full])
         state.grads[key] = [[op.results[0]]]
         return op.results[0]
@@ -348,7 +372,7 @@ class PirBackward:
                         state.op_grads[op] = []
             else:
                 all_stop = all(stop_flag(r) for r in op.results)
-                if op.dialect != "builtin" and not all_stop:
+                if op.dialect != "builtin" and not is_forward_only(op.name) and not all_stop:
                     raise UnknownOpError(f"op '{op.name}' has no grad op (Paddle 3.3.1 has no VJP for it), "
                                          "and its result needs a gradient")
                 state.op_grads[op] = []

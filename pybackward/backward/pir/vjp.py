@@ -16,8 +16,9 @@ from typing import Callable, Mapping, Sequence
 
 from ...base.errors import UnknownOpError
 from ...pir.model import Block, Operation, Value
-from ...pir.types import NULL_TYPE, Attr, Type, VectorType
+from ...pir.types import NULL_TYPE, Attr, DenseTensorArrayType, Type, VectorType
 from ...pir.vjp_rules import EmittedOp, RuleBody, Source, VjpRule, require_rule
+from .control_flow import stop_flag
 
 Grad = "Value | None | list[Value | None]"
 
@@ -88,18 +89,22 @@ def _shift_op(e: EmittedOp, de: int, dop: int) -> EmittedOp:
                    results=tuple(_shift_result(r, de, dop) for r in e.results))
 
 
-def _expand_list(items: Sequence, view: OpView) -> tuple:
-    """A run `x.0, x.1` (recorded) becomes `x.0 .. x.(N-1)`."""
+def _expand_list(items: Sequence, view: OpView, whole: bool = False) -> tuple:
+    """A run `x.0, x.1, ..` (as recorded, of any length) becomes `x.0 .. x.(N-1)`; so
+    does a lone `x.0` when `whole` (a `builtin.combine`'s operands, a `builtin.split`'s
+    results: a recording with a one-element vector)."""
     out: list = []
     i = 0
     while i < len(items):
         s = items[i]
-        if (isinstance(s, Source) and s.kind != "op" and s.elem == 0 and i + 1 < len(items)
-                and items[i + 1] == Source(s.kind, s.index, 1)):
-            n = view.count(s)
-            out.extend(Source(s.kind, s.index, k) for k in range(n))
-            i += 2
-            continue
+        if isinstance(s, Source) and s.kind != "op" and s.elem == 0:
+            j = i + 1
+            while j < len(items) and items[j] == Source(s.kind, s.index, j - i):
+                j += 1
+            if j > i + 1 or whole:
+                out.extend(Source(s.kind, s.index, k) for k in range(view.count(s)))
+                i = j
+                continue
         out.append(s)
         i += 1
     return tuple(out)
@@ -124,10 +129,20 @@ def expand(body: RuleBody, rule: VjpRule, view: OpView) -> RuleBody:
         r0 = returns[key0]
         returns = {f"{base}.{k}": _shift(r0, k, k * half) for k in range(n)}
         return RuleBody(ops, returns)
-    ops = tuple(replace(e, operands=_expand_list(e.operands, view), results=_expand_list(e.results, view))
+    ops = tuple(replace(e, operands=_expand_list(e.operands, view, e.name == "builtin.combine"),
+                        results=_expand_list(e.results, view, e.name == "builtin.split"))
                 for e in ops)
     new_returns: dict[str, Source | None] = {}
     for key, src in returns.items():
+        if "." in key and not key.endswith(".0") and key.rsplit(".", 1)[0] + ".0" in returns:
+            continue          # a recorded element past the first: carried over from .0 and .1
+        if key.endswith(".0") and key[:-2] + ".1" not in returns and src is not None \
+                and src.kind == "op" and ops[src.index].name == "builtin.split":
+            # a one-element recording: element k is the split's result k
+            base = key[:-2]
+            for k in range(view.count(Source.parse(key))):
+                new_returns[f"{base}.{k}"] = Source("op", src.index, (src.elem or 0) + k)
+            continue
         if key.endswith(".0") and key[:-2] + ".1" in returns:
             base = key[:-2]
             r1 = returns[key[:-2] + ".1"]
@@ -140,8 +155,6 @@ def expand(body: RuleBody, rule: VjpRule, view: OpView) -> RuleBody:
                 else:
                     step = (r1.index - src.index) if r1 is not None else 0
                     new_returns[f"{base}.{k}"] = Source("op", src.index + k * step, src.elem)
-        elif key.endswith(".1") and key[:-2] + ".0" in returns:
-            continue
         else:
             new_returns[key] = src
     return RuleBody(ops, new_returns)
@@ -260,11 +273,34 @@ def emit(fwd: Operation, body: RuleBody, view: OpView, block: Block) -> list[Ope
                     raise UnknownOpError(f"PIR op '{fwd.name}' has no attribute '{a.name}' its grad op "
                                          f"{e.name} copies")
                 attrs[k] = got
-        sg = e.stop_gradient if e.stop_gradient is not None else (False,) * len(types)
-        op = Operation(e.name, operands, types, attrs, {"stop_gradient": Attr.bools(list(sg))})
+        if e.stop_gradient is not None:
+            sg = e.stop_gradient
+        elif e.name == "builtin.combine":
+            # Paddle's combine stops gradients when every element does
+            sg = (all(stop_flag(v) for v in operands),)
+        elif e.name.endswith("_") and operands and operands[0] is not None and len(types) == 1:
+            # an in-place op's result is its first operand, flags included
+            sg = (stop_flag(operands[0]),)
+        else:
+            sg = (False,) * len(types)
+        # sg == (): the op sets no flags (array_write_), and a file writes none for it
+        op = Operation(e.name, operands, types, attrs, {"stop_gradient": Attr.bools(list(sg))} if sg else {})
         block.append(op)
+        if e.name == "pd_op.array_write_":
+            _array_takes_dims(operands)
         emitted.append(op)
     return emitted
+
+
+def _array_takes_dims(operands: Sequence[Value | None]) -> None:
+    """What Paddle's array_write_ builder does to its array operand: the array value's type
+    takes the written tensor's dims (the last write wins)."""
+    array, x = operands[0], operands[1] if len(operands) > 1 else None
+    if array is None or x is None or not isinstance(array.type, DenseTensorArrayType):
+        return
+    dims = getattr(x.type, "dims", None)
+    if dims is not None:
+        array.type = DenseTensorArrayType(array.type.dtype_type, tuple(dims), array.type.layout)
 
 
 def returned_grads(rule: VjpRule, body: RuleBody, view: OpView, emitted: Sequence[Operation]) -> list:
