@@ -49,8 +49,8 @@ def resolve_pir_loss(prog, loss: str | None):
 
 
 def refuse_existing_pir_backward(prog) -> None:
-    from pybackward.pir.summary import summary
-    if summary(prog).has_backward:
+    from pybackward.pir.summary import backward_start
+    if backward_start(prog) < len(prog.ops):
         raise pybackward.ArgumentError(f"{prog.source or 'the program'}: already has a backward section "
                                        "(grad ops); pass --force to append another")
 
