@@ -793,6 +793,8 @@ class Prober:
             rec["regions"] = e.num_regions()
         if sg and any(sg):
             rec["stop_gradient"] = sg
+        elif sg is None and e.num_results():
+            rec["stop_gradient"] = []  # the op sets no flags (array_write_): its file has none
         return rec
 
     # ---- one op: its signature and every variant
@@ -1399,7 +1401,8 @@ FORMAT = {
              "as a PIR file writes it ({'#': tag, 'D': data}): constants, e.g. a full's value",
     "results": "one per result: a source whose type it has (the input it is the gradient of when "
                "that fits), the literal PIR type when no forward value has it, null for a null result",
-    "stop_gradient": "the results' stop_gradient flags, only when some is true",
+    "stop_gradient": "the results' stop_gradient flags, only when some is true; [] when the op sets "
+                     "none (array_write_: a file writes no flags for it)",
     "returns": "inI (inI.K for a combine's elements) -> the source call_vjp returns as that input's "
                "gradient, or null",
     "variants_checked": "stop:inI / stop:inI.K / stop:all: probed with those inputs stop_gradient and "

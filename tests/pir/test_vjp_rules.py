@@ -65,7 +65,9 @@ def test_table_is_well_formed():
                 for a, v in op["attrs"].items():
                     assert (isinstance(v, str) and v.startswith("@")) or (isinstance(v, dict) and "#" in v), \
                         (name, key, a, v)
-                if "stop_gradient" in op:
+                if op.get("stop_gradient") == []:   # an op that sets no flags (array_write_)
+                    assert op["results"], (name, key, m)
+                elif "stop_gradient" in op:
                     assert len(op["stop_gradient"]) == len(op["results"]) and any(op["stop_gradient"])
         checked = e["variants_checked"]
         for key in [*checked, *e.get("variants", {})]:
@@ -216,6 +218,15 @@ def test_loader_constants_and_vectors():
     one = concat.apply(stop={"in0.1"})
     assert one.returns["in0.1"] is None and one.returns["in0.0"] is not None
     assert one.ops[2].results[1] is None
+
+
+def test_loader_ops_that_set_no_stop_gradient():
+    """array_write_ sets no stop_gradient flags (Paddle's file writes none for it): recorded as
+    (), apart from the all-False default of an op whose flags are all false."""
+    ops = vjp_rules.rule("pd_op.array_write_").ops
+    assert [o.name for o in ops][-1] == "pd_op.array_write_" and ops[-1].stop_gradient == ()
+    assert ops[0].stop_gradient is None     # array_read: flags, all false
+    assert vjp_rules.rule("pd_op.array_read").ops[-1].stop_gradient == ()
 
 
 def test_loader_refuses_what_was_not_recorded():

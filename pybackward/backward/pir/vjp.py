@@ -305,24 +305,25 @@ def _array_takes_dims(operands: Sequence[Value | None]) -> None:
 
 def returned_grads(rule: VjpRule, body: RuleBody, view: OpView, emitted: Sequence[Operation]) -> list:
     """One entry per grad-semantic input, in input order: its gradient value (None when
-    null), or for a vector input the list of its elements' gradients."""
+    null), or for a vector input the list of its elements' gradients. A rule may return
+    an appended op's result or a value it was given (`assign_out_`: its out-grad)."""
     out: list = []
     for name in rule.grad_inputs:
         i = rule.inputs.index(name)
         if name in rule.vector_inputs:
             n = view.count(Source("in", i, 0))
-            out.append([_returned(body, f"in{i}.{k}", emitted) for k in range(n)])
+            out.append([_returned(body, f"in{i}.{k}", view, emitted) for k in range(n)])
         else:
-            out.append(_returned(body, f"in{i}", emitted))
+            out.append(_returned(body, f"in{i}", view, emitted))
     return out
 
 
-def _returned(body: RuleBody, key: str, emitted: Sequence[Operation]) -> Value | None:
+def _returned(body: RuleBody, key: str, view: OpView, emitted: Sequence[Operation]) -> Value | None:
     src = body.returns.get(key)
     if src is None:
         return None
-    v = emitted[src.index].results[src.elem or 0]
-    return None if v.type is NULL_TYPE else v
+    v = view.value(src, emitted)
+    return None if v is None or v.type is NULL_TYPE else v
 
 
 def call_vjp(fwd: Operation, inputs: Sequence[Sequence[Value | None]], outputs: Sequence[Sequence[Value]],
