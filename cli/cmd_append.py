@@ -10,16 +10,14 @@ from pathlib import Path
 import click
 
 import pybackward
-from pybackward.backward.guards import refuse_existing_backward
-from pybackward.base import dtypes
 from pybackward.base.errors import PyBackwardError
+from pybackward.base.names import printable
 from pybackward.base.suffixes import check_program_path
-from pybackward.views.summary import persistables_behind
 
-from .common import (Progress, append_with_checkpoints, beside_hint, command_progress, evaluate, handle_errors,
-                     info, legacy_only, load_arrays, one_line, ops_option, quiet_option, recorded_deviations,
-                     resolve_loss, run_command, run_options, run_progress, show_values, type_text, value_to_json,
-                     with_values_beside)
+from .common import (Progress, append_with_checkpoints, beside_hint, command_progress, evaluate, feed_paths,
+                     handle_errors, info, legacy_only, load_arrays, one_line, ops_option, quiet_option,
+                     recorded_deviations, refuse_outputs_over_inputs, resolve_loss, run_command, run_options,
+                     run_progress, show_values, type_text, value_to_json, with_values_beside)
 
 
 def _write_output(prog, out: str | None, in_place: bool, src: str) -> str:
@@ -132,6 +130,7 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
     used: dict[int, list[str] | None] = {}
 
     def compute(prog, progress=None):
+        from pybackward.backward.guards import refuse_existing_backward
         if not force:
             refuse_existing_backward(prog)
         pairs, used[id(prog)] = append_with_checkpoints(
@@ -153,10 +152,13 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
         _batch(paths, out_dir, lambda prog: {"params_grads": rows_of(compute(prog))}, as_json, show_pairs, quiet)
         return
     src, out = _single_paths(paths, in_place, expect)
+    values = with_values_beside(src, params, startup, feeds_npz, feed_items) if run_after else (params, feeds_npz)
+    refuse_overwrites(src, None if in_place else out, expect, update,
+                      [startup, *values[0], *values[1], *feed_paths(feed_items)])
     with command_progress("append:", quiet) as bar:
         bar.stage(f"loading {src}")
         prog = pybackward.load(src)
-        if isinstance(prog, pybackward.pir.Program):
+        if pybackward.formats.is_pir(prog):
             from .pir_backward import append_pir
             if aggregation != "sum" or verify or batch != 1:
                 raise pybackward.ArgumentError(f"{src}: is a PIR program; --aggregation, --verify and --batch "
@@ -192,7 +194,7 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
     if not as_json:
         if show_pairs:
             for p_name, g in rows:
-                click.echo(f"{p_name} -> {g}")
+                click.echo(f"{printable(p_name)} -> {printable(g)}")
         if written:
             info(f"wrote {written} (loss {loss}: {appended} ops appended, {n_grads} parameter "
                  f"gradient{'s' * (n_grads != 1)}{'; ' + note if note else ''})", quiet)
@@ -228,6 +230,8 @@ def _loss_note(prog, loss: str, n_grads: int, src: str, out: str) -> str | None:
     weights are persistable vars, not parameters: name them and the
     `gradients` command that differentiates them), and a loss that is not one
     element (its gradients are those of the sum of its elements)."""
+    from pybackward.base import dtypes
+    from pybackward.views.summary import persistables_behind
     notes = []
     if n_grads == 0:
         weights = [v for v in persistables_behind(prog, loss)
@@ -250,6 +254,19 @@ def _loss_note(prog, loss: str, n_grads: int, src: str, out: str) -> str | None:
         notes.append(f"{loss} is {type_text(var)}, not one element: the gradients are those of the sum "
                      "of its elements")
     return "; ".join(notes) or None
+
+
+def refuse_overwrites(src: str, out: str | None, expect: str | None, update: bool, values=(),
+                      hint: str = "give another OUT, or --in-place to replace IN") -> None:
+    """`append` and `gradients`: refuse (before anything is read) an OUT that is IN (use
+    --in-place for that), the golden or a file of `values`, and an `--expect GOLDEN --update`
+    whose golden (or its .pbtxt) is IN or a file of values."""
+    inputs = [src, *values]
+    refuse_outputs_over_inputs([out], [*inputs, expect],
+                               hint=hint if out else "")
+    if expect and update:
+        from pybackward.views.diff import golden_paths
+        refuse_outputs_over_inputs(golden_paths(expect), inputs, hint="--update rewrites the golden")
 
 
 def _single_paths(paths, in_place: bool, expect: str | None) -> tuple[str, str | None]:
@@ -286,14 +303,15 @@ def _batch(paths, out_dir: str, compute, as_json: bool, show_pairs: bool = False
             common = None
     dest_root = Path(out_dir)
     results: list[dict] = []
+    dests = {src: dest_root / (os.path.relpath(os.path.abspath(src), common) if common else os.path.basename(src))
+             for src in inputs}
+    # Any output that is any input (`--out-dir x x/f.pb f.pb`: f.pb's result would replace
+    # x/f.pb) is refused before anything is read or written.
+    refuse_outputs_over_inputs(dests.values(), inputs, hint="use --in-place for that, or another --out-dir")
 
     def one(src: str) -> dict:
-        rel = os.path.relpath(os.path.abspath(src), common) if common else os.path.basename(src)
-        dst = dest_root / rel
+        dst = dests[src]
         try:
-            if os.path.realpath(dst) == os.path.realpath(src):
-                raise pybackward.ArgumentError(f"{src}: the output would overwrite the input "
-                                               "(use --in-place for that, or another --out-dir)")
             prog = legacy_only(pybackward.load(src), "append", src)
             doc = compute(prog)
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -311,12 +329,12 @@ def _batch(paths, out_dir: str, compute, as_json: bool, show_pairs: bool = False
         if as_json:
             return
         if "error" in r:
-            click.echo(f"error: {r['error']}", err=True)
+            click.echo(f"error: {one_line(r['error'])}", err=True)
         else:
             click.echo(f"{r['input']} -> {r['output']}")
             if show_pairs:
                 for p_name, g in r["params_grads"]:
-                    click.echo(f"  {p_name} -> {g}")
+                    click.echo(f"  {printable(p_name)} -> {printable(g)}")
 
     with Progress("append", len(inputs), quiet=quiet) as progress:
         for i, src in enumerate(inputs):
@@ -357,15 +375,17 @@ def gradients(targets, inputs, target_grads, no_grad, as_json, force, quiet, exp
         raise pybackward.ArgumentError("--update rewrites the golden named by --expect GOLDEN; give it")
     if not out and not expect:
         raise pybackward.ArgumentError("missing OUT (or pass --expect GOLDEN to compare with a golden)")
+    refuse_overwrites(src, out, expect, update, hint="give another OUT")
     with command_progress("gradients:", quiet) as bar:
         bar.stage(f"loading {src}")
         prog = pybackward.load(src)
-        if isinstance(prog, pybackward.pir.Program):
+        if pybackward.formats.is_pir(prog):
             from .pir_backward import gradients_pir
             gradients_pir(prog, out, targets=targets, inputs=inputs, target_grads=target_grads, no_grad=no_grad,
                           as_json=as_json, force=force, quiet=quiet, expect=expect, update=update,
                           paddle_exact=paddle_exact, progress=bar)
             return
+        from pybackward.backward.guards import refuse_existing_backward
         if not force:
             refuse_existing_backward(prog)
         tgrads = [None if g == "-" else g for g in target_grads] or None
@@ -378,7 +398,7 @@ def gradients(targets, inputs, target_grads, no_grad, as_json, force, quiet, exp
     rows = {x: (g.name if g is not None else None) for x, g in zip(inputs, grads)}
     if not as_json:
         for x, g in rows.items():
-            click.echo(f"{x} -> {g}")
+            click.echo(f"{printable(x)} -> {printable(g)}")
         if out:
             info(f"wrote {out}", quiet)
     result = failure = None

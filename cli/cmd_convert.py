@@ -8,7 +8,7 @@ import click
 
 import pybackward
 
-from .common import handle_errors
+from .common import array_output_files, handle_errors, refuse_outputs_over_inputs
 
 
 @click.command()
@@ -36,6 +36,8 @@ def convert(src, dst, program, as_json):
     if paddle_files.is_array_path(src) or to_arrays:
         prog = pybackward.load(program) if program else None
         arrays = paddle_files.load_arrays(src, prog)
+        refuse_outputs_over_inputs(array_output_files(dst, arrays), [src] + ([program] if program else []),
+                                   hint="give another DST")
         paddle_files.save_arrays(dst, arrays, prog)
         if as_json:
             click.echo(json.dumps({"input": src, "output": dst, "kind": "arrays",
@@ -46,6 +48,7 @@ def convert(src, dst, program, as_json):
         return
     if program:
         raise pybackward.ArgumentError("--program goes with array files (.npz, .pdparams, .pdiparams, DIR/)")
+    refuse_outputs_over_inputs([dst], [src], hint="give another DST")
     prog = pybackward.load(src)
     if isinstance(prog, pybackward.pir.Program):
         if _is_legacy_path(dst):
@@ -116,6 +119,7 @@ def _between_irs(prog, src: str, dst: str, as_json: bool) -> None:
         from pybackward.convert.to_pir import to_pir
         out, kind = to_pir(prog), "pir program"
     files: list[tuple[str, str, dict]] = []
+    shared: set[str] = set()          # parameter files DST shares with SRC (left as they are)
     for suffix in _PARAM_SUFFIXES:
         beside = _stem(src) + suffix
         if not os.path.isfile(beside):
@@ -124,7 +128,17 @@ def _between_irs(prog, src: str, dst: str, as_json: bool) -> None:
         if suffix == ".pdiparams" and isinstance(out, pir.Program):
             keep = set(paddle_files.persistable_names(out))     # (read_combined checked they are all there)
             arrays = {n: a for n, a in arrays.items() if n in keep}
-        files.append((beside, _stem(dst) + suffix, arrays))
+        target = _stem(dst) + suffix
+        if os.path.exists(target) and os.path.samefile(target, beside):
+            # DST's parameter file is SRC's (same stem, same directory): leave it when it would
+            # come out the same; never replace the input with other contents
+            if set(arrays) == set(paddle_files.load_arrays(beside, prog if suffix == ".pdiparams" else None)):
+                shared.add(target)
+                files.append((beside, target, arrays))
+                continue
+            raise pybackward.ArgumentError(f"{target}: is {src}'s parameter file, and {dst} needs another "
+                                           f"set of arrays in it; nothing was written (give DST another name)")
+        files.append((beside, target, arrays))
     if isinstance(out, pir.Program):
         pir.save(out, dst, readable=dst.lower().endswith(".readable.json"))
         ops = out.num_ops()
@@ -132,7 +146,8 @@ def _between_irs(prog, src: str, dst: str, as_json: bool) -> None:
         pybackward.save(out, dst)
         ops = sum(len(b.ops) for b in out.blocks)
     for _, target, arrays in files:
-        paddle_files.save_arrays(target, arrays)
+        if target not in shared:
+            paddle_files.save_arrays(target, arrays)
     if as_json:
         click.echo(json.dumps({"input": src, "output": dst, "kind": kind, "ops": ops,
                                "params": [{"input": a, "output": b, "arrays": len(c)} for a, b, c in files]}))

@@ -7,7 +7,7 @@ import click
 
 import pybackward
 
-from .common import handle_errors
+from .common import handle_errors, refuse_outputs_over_inputs
 
 
 @click.command(short_help="Draw PROGRAM's graph (HTML, SVG, PNG, PDF or DOT).")
@@ -48,8 +48,9 @@ def dot(program, output, block, highlight, around, depth, collapse, collapse_abo
     html = bool(output) and Path(output).suffix.lower() in (".html", ".htm")
     if max_nodes is None:
         max_nodes = HTML_MAX_NODES if html else graph_view.DEFAULT_MAX_NODES
+    refuse_outputs_over_inputs([output], [program], hint="give another -o")
     prog = pybackward.load(program)
-    if isinstance(prog, pybackward.pir.Program):
+    if pybackward.formats.is_pir(prog):
         from pybackward.views.pir_graph import build_pir_graph
         given = [o for o, on in (("--block", block != 0), ("--around", around is not None), ("--collapse", collapse),
                                  ("--expand/--no-expand", expand is not None)) if on]

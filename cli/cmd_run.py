@@ -4,10 +4,11 @@ from __future__ import annotations
 import click
 
 import pybackward
-from pybackward.ops.control_flow.cond_while import MAX_WHILE_STEPS
+from pybackward.base.limits import MAX_WHILE_STEPS
 
-from .common import (POSITIVE, beside_hint, command_progress, default_fetch, execute, execute_pir, handle_errors,
-                     load_arrays, pir_only_options, quiet_option, run_options, with_values_beside)
+from .common import (POSITIVE, array_output_files, beside_hint, command_progress, default_fetch, execute,
+                     execute_pir, feed_paths, handle_errors, load_arrays, pir_only_options, quiet_option,
+                     refuse_outputs_over_inputs, run_options, with_values_beside)
 
 
 @click.command(short_help='Run PROGRAM with the NumPy interpreter; print the fetched values.')
@@ -49,8 +50,9 @@ def run(program, fetch, out, as_json, max_steps, timeout, files, paddle_seed, qu
         bar.stage(f"loading {program}")
         prog = pybackward.load(program)
         params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)
-        if isinstance(prog, pybackward.pir.Program):
+        if pybackward.formats.is_pir(prog):
             pir_only_options(prog, **{"--startup": startup, "--files": files})
+            _refuse_overwrites(program, out, fetch, params, feeds_npz, feed_items, startup)
             bar.stage("reading the values")
             p, f = load_arrays(params, feeds_npz, feed_items, prog)
             execute_pir(prog, p, f, fetch, check_nan, out, as_json, max_steps, timeout, quiet, progress=bar,
@@ -60,7 +62,17 @@ def run(program, fetch, out, as_json, max_steps, timeout, files, paddle_seed, qu
             raise pybackward.ArgumentError(f"{program}: --paddle-seed applies to PIR programs (a legacy program's "
                                            "random ops carry their seeds)")
         fetch = list(fetch) or default_fetch(prog)
+        _refuse_overwrites(program, out, fetch, params, feeds_npz, feed_items, startup)
         bar.stage("reading the values")
         p, f = load_arrays(params, feeds_npz, feed_items, prog)
         execute(prog, startup, p, f, fetch, check_nan, out, hint=beside_hint(program, prog), as_json=as_json,
                 max_while_steps=max_steps, timeout=timeout, quiet=quiet, files=files, progress=bar)
+
+
+def _refuse_overwrites(program: str, out: str | None, fetch, params, feeds_npz, feed_items, startup) -> None:
+    """--out (a file, or the per-var files of a DIR/) may not replace the program or a
+    file of values the run reads: refused before the run."""
+    if out:
+        refuse_outputs_over_inputs(array_output_files(out, fetch),
+                                   [program, startup, *params, *feeds_npz, *feed_paths(feed_items)],
+                                   hint="give another --out")

@@ -21,7 +21,6 @@ commands that never run a program.
 """
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import re
@@ -35,7 +34,7 @@ import click
 
 import pybackward
 from pybackward.base.errors import CheckFailedError, PaddleDeviationWarning, PyBackwardError
-from pybackward.views.summary import needed_inputs
+from pybackward.base.names import close_names, printable, printable_lines
 
 
 # --------------------------------------------------------------------------
@@ -62,7 +61,7 @@ def handle_errors(fn):
             try:
                 return fn(*args, **kwargs)
             except CheckFailedError as e:
-                click.echo(f"pybackward: {e}", err=True)
+                click.echo(f"pybackward: {printable_lines(str(e))}", err=True)
                 sys.exit(1)
             except PyBackwardError as e:
                 click.echo(f"error: {one_line(str(e))}", err=True)
@@ -99,8 +98,100 @@ NON_NEGATIVE = FiniteFloat(min=0)
 
 
 def one_line(s: str) -> str:
-    """A message on one line (as every error line the CLI prints)."""
-    return " ".join(s.split())
+    """A message on one line (as every error line the CLI prints), its control
+    characters escaped (`base.names.printable`): a name in it cannot move the cursor,
+    erase the line or forge another."""
+    return printable(" ".join(s.split()))
+
+
+# --------------------------------------------------------------------------
+# Outputs that are inputs: the one refusal of every command that writes
+# --------------------------------------------------------------------------
+def refuse_outputs_over_inputs(outputs, inputs, hint: str = "") -> None:
+    """Raise ArgumentError when a path the command will write would replace one it reads.
+
+    Every command that writes (`append`, `gradients`, `convert`, `run --out`,
+    `dot -o`, `--expect ... --update`) calls this once, with everything it will
+    write and everything it reads, before it reads or writes anything else: one
+    line, exit 2, nothing written, the inputs untouched. Without it `append a.pb
+    a.pb` (or an OUT that is a symlink or a hard link to IN) replaced the input,
+    and `append --out-dir x x/f.pb f.pb` wrote f.pb's result over the input
+    x/f.pb.
+
+    `outputs`: the paths to be written (None skipped); for a directory of per-var
+    files, the files in it (`array_output_files`). `inputs`: the paths read (None
+    skipped): files, and directories whose files are read (`--params DIR/`);
+    `--feed NAME=PATH` items through `feed_paths`. An output is an input when it
+    is the same file (the same path, a symlink to it, a hard link: compared by
+    device and inode; for a file not there yet, the same real path: `append IN
+    G --expect G`) or an existing file inside an input directory. `hint`:
+    what to do instead, appended to the message (e.g. "use --in-place to
+    replace IN").
+    """
+    import os
+    files: dict[tuple[int, int], str] = {}
+    dirs: list[tuple[str, str]] = []
+    ctx = click.get_current_context(silent=True)
+    read_before = list(ctx.meta.get(_READ_BEFORE_KEY, ())) if ctx is not None else []
+    named: dict[str, str] = {}           # real path -> input, for inputs not there yet (a golden)
+    for inp in [*inputs, *read_before]:
+        if inp is None:
+            continue
+        name = os.fspath(inp)
+        named.setdefault(os.path.realpath(name), name)
+        try:
+            st = os.stat(name)
+        except (OSError, ValueError):
+            continue                      # a missing input fails when it is read
+        if os.path.isdir(name):
+            dirs.append((os.path.realpath(name), name))
+        else:
+            files.setdefault((st.st_dev, st.st_ino), name)
+    if not named:
+        return
+    for out in outputs:
+        if out is None:
+            continue
+        name = os.fspath(out)
+        try:
+            st = os.stat(name)
+        except (OSError, ValueError):
+            same = named.get(os.path.realpath(name))
+            if same is not None:          # e.g. OUT is the golden of --expect, still to be written
+                raise pybackward.ArgumentError(f"{name}: is also the input {same}; nothing was written"
+                                               + (f" ({hint})" if hint else ""))
+            continue                      # nothing there: writing it replaces nothing
+        same = files.get((st.st_dev, st.st_ino))
+        if same is None and not os.path.isdir(name):
+            real = os.path.realpath(name)
+            same = next((label for d, label in dirs if real.startswith(d.rstrip(os.sep) + os.sep)), None)
+        if same is not None:
+            what = "(the same file)" if os.path.isfile(same) else "(a file in that directory)"
+            raise pybackward.ArgumentError(
+                f"{name}: would overwrite the input {same} {what}; nothing was written"
+                + (f" ({hint})" if hint else ""))
+
+
+#: Where the click context keeps the inputs read before a command's body runs (`--ops` files).
+_READ_BEFORE_KEY = "pybackward.read_before"
+
+
+def array_output_files(dst, names) -> list[str]:
+    """The files `save_arrays(DST, arrays)` writes, for `refuse_outputs_over_inputs`:
+    DST itself, or DST/NAME for each array name when DST is a directory of per-var files."""
+    import os
+    from pybackward.tensors.paddle_files import array_format
+    dst = os.fspath(dst)
+    try:
+        fmt = array_format(dst, writing=True)
+    except PyBackwardError:
+        return [dst]                      # refused by the writer, with its own message
+    return [os.path.join(dst, str(n)) for n in names] if fmt == "dir" else [dst]
+
+
+def feed_paths(feed_items) -> list[str]:
+    """The files of `--feed NAME=PATH` items (for `refuse_outputs_over_inputs`)."""
+    return [item.partition("=")[2] for item in feed_items if "=" in item]
 
 
 # --------------------------------------------------------------------------
@@ -154,6 +245,7 @@ class Progress:
             self._show(f"{self.label} {text}")
 
     def _show(self, text: str) -> None:
+        text = printable(text)      # op types and names come from the program
         with self._lock:
             self._text = text
             now = self.clock()
@@ -180,7 +272,7 @@ class Progress:
         with self._lock:
             self._erase()
             self._drawn = None
-            click.echo(message, file=self.stream)
+            click.echo(printable_lines(message), file=self.stream)
 
     def clear(self) -> None:
         """Erase the line (before other output, and at the end); nothing is drawn
@@ -246,9 +338,9 @@ def quiet_option(fn):
 
 
 def info(msg: str, quiet: bool) -> None:
-    """A summary line on stderr, unless --quiet."""
+    """A summary line on stderr, unless --quiet (names in it escaped: `base.names.printable`)."""
     if not quiet:
-        click.echo(msg, err=True)
+        click.echo(printable_lines(msg), err=True)
 
 
 # --------------------------------------------------------------------------
@@ -273,7 +365,9 @@ def load_arrays(params, feeds_npz, feed_items, program=None) -> tuple[dict, dict
 
 
 def summary(name: str, v) -> str:
+    """One line of a fetched value: its name (escaped: `base.names.printable`), dtype, shape and statistics."""
     import numpy as np
+    name = printable(name)
     a = np.asarray(v)
     if a.size == 0:
         return f"{name}: {a.dtype}{list(a.shape)} (empty)"
@@ -430,6 +524,9 @@ def ops_option(fn):
     def wrapper(*args, ops_files=(), **kwargs):
         for path in ops_files:
             pybackward.register_ops(path)
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:     # inputs too: `refuse_outputs_over_inputs` adds them
+            ctx.meta.setdefault(_READ_BEFORE_KEY, []).extend(ops_files)
         return fn(*args, **kwargs)
     return click.option("--ops", "ops_files", multiple=True, metavar="FILE", type=click.Path(dir_okay=False),
                         help="Grad rules for custom op types (a backward.yaml-shaped file; repeatable).")(wrapper)
@@ -550,7 +647,7 @@ def check_fetch(prog, fetch) -> None:
         if declared is None:
             declared = {n for b in prog.blocks for n in b.vars}
         if name not in declared:
-            close = difflib.get_close_matches(name, sorted(declared), n=3)
+            close = close_names(name, sorted(declared), n=3)
             hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
             raise pybackward.ArgumentError(f"{prog.source or 'the program'}: block 0, var '{name}': cannot "
                                            f"fetch: no block declares a var by that name (--fetch){hint}")
@@ -560,6 +657,7 @@ def missing_inputs_error(prog, given, feeds, error: str, hint: str = ""):
     """When a run failed on a feed or persistable var nobody gave (the
     interpreter's `error` names it), an error listing every missing one with
     the options that give them; else None (the run's own error stands)."""
+    from pybackward.views.summary import needed_inputs
     need_feeds, need_state = needed_inputs(prog)
     miss_feeds = [v for v in need_feeds if v.name not in feeds and v.name not in given]
     miss_state = [v for v in need_state if v.name not in feeds and v.name not in given]

@@ -1132,3 +1132,352 @@ def test_params_dir_never_follows_a_symlink_out_of_it(tmp_path):
         assert f"{d}/fc_0.w_0: leads out of {d}/" in line, line
         line = bounded("convert", FIT_PARAMS, f"{d}/")
         assert f"{d}/fc_0.w_0: leads out of {d}/" in line, line
+
+
+# ==========================================================================
+# Issue #36, second half: outputs that are inputs, names with control
+# characters, quadratic views, a FIFO under `run --files`, suggestions on long
+# names, the text reader. Each: one line and exit 2 (or the right result), CPU
+# under 5 s and peak RSS under 300 MB, nothing written, the inputs untouched.
+# Small cases are corpus cases (make_corpus.py `outputs_cases`); these need
+# links, FIFOs, directories or big generated files.
+# ==========================================================================
+FILE_OPS = Path(__file__).resolve().parent.parent / "testdata" / "file_ops"
+
+
+# -- outputs that are inputs: one refusal for every command that writes ------
+def test_out_dir_never_writes_one_input_over_another(tmp_path, monkeypatch):
+    """`append --out-dir x x/f.pb f.pb`: f.pb's result went to x/f.pb, replacing that input
+    (exit 0), or replaced it before it was read. Now the whole batch is refused first."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "f.pb").write_bytes(FIT.read_bytes())
+    (tmp_path / "f.pb").write_bytes(FIT_BACKWARD)        # another program: its result would land on x/f.pb
+    with untouched(tmp_path):
+        r = sh("append", "--loss", LOSS, "--force", "--out-dir", "x", "x/f.pb", "f.pb")
+        line = one_error_line(r)
+    assert line.startswith("error: x/f.pb: would overwrite the input x/f.pb"), line
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink", "same"])
+def test_an_output_that_is_the_input_is_refused(tmp_path, link):
+    """OUT a symlink or a hard link to IN (or IN itself) replaced the input without --in-place,
+    for every command that writes."""
+    src = tmp_path / "m.pb"
+    src.write_bytes(FIT.read_bytes())
+    params = tmp_path / "p.npz"
+    params.write_bytes(FIT_PARAMS.read_bytes())
+
+    def alias(target: Path, name: str) -> Path:
+        if link == "same":
+            return target
+        p = tmp_path / name
+        if link == "symlink":
+            p.symlink_to(target.name)
+        else:
+            os.link(target, p)
+        return p
+    out, pout, dout = alias(src, "out.pb"), alias(params, "out.npz"), alias(src, "m.dot")
+    with untouched(tmp_path):
+        for args, refused in (
+                (["append", "--loss", LOSS, src, out], out),
+                (["gradients", "--target", LOSS, "--input", "fc_0.w_0", src, out], out),
+                (["run", src, "--fetch", LOSS, "--params", params, "--feeds", FIT_FEEDS, "--out", pout], pout),
+                (["dot", src, "-o", dout if link != "same" else src], dout if link != "same" else src)):
+            line = one_error_line(invoke(*args))
+            assert f"error: {refused}: would overwrite the input" in line, (args[0], line)
+
+
+def test_run_out_dir_never_writes_over_the_params_dir(tmp_path):
+    """`run --params d/ --out d/`: the fetched values replaced the per-var files read."""
+    d = tmp_path / "d"
+    pf.save_arrays(f"{d}/", dict(np.load(FIT_PARAMS)))
+    with untouched(tmp_path):
+        line = one_error_line(invoke("run", FIT, "--fetch", "fc_0.w_0", "--params", f"{d}/", "--feeds",
+                                     FIT_FEEDS, "--out", f"{d}/"))
+    assert f"{d}/fc_0.w_0: would overwrite the input {d}/" in line, line
+    # A new file in another directory is fine.
+    r = invoke("run", FIT, "--fetch", "fc_0.w_0", "--params", f"{d}/", "--feeds", FIT_FEEDS,
+               "--out", tmp_path / "o.npz")
+    assert r.exit_code == 0, r.output
+
+
+def test_the_refusal_is_one_helper():
+    """Every command that writes calls cli/common.py's refusal (not a check of its own)."""
+    cli_dir = Path(__file__).resolve().parent.parent / "cli"
+    for name in ("cmd_append.py", "cmd_run.py", "cmd_dot.py"):
+        assert "refuse_outputs_over_inputs(" in (cli_dir / name).read_text(), name
+    assert "would overwrite the input" not in (cli_dir / "cmd_append.py").read_text()
+
+
+# -- names with control characters --------------------------------------------
+FORGED = "fc_0.w_0\x1b[2K\x1b[1A\rwrote out.pb\n\u202e\x07"
+
+
+@pytest.fixture
+def forged(tmp_path) -> Path:
+    """fit_a_line with its weight named FORGED: ESC sequences that erase the line and move
+    the cursor, a CR and a newline to forge "wrote out.pb", a bidi override, a bell."""
+    p = tmp_path / "forged.pb"
+    p.write_bytes(_fit_with_var_named(FORGED))
+    return p
+
+
+def _clean(text: str) -> None:
+    bad = sorted({c for c in text if (ord(c) < 32 and c != "\n") or 0x7f <= ord(c) < 0xa0 or c == "\u202e"})
+    assert not bad, f"control characters reach the terminal: {bad!r}"
+    assert not any(ln.startswith("wrote out.pb") for ln in text.splitlines()), "a forged line"
+
+
+@pytest.mark.parametrize("args", [
+    ["show", "{p}"], ["show", "--summary", "{p}"], ["show", "--format", "paddle", "{p}"],
+    ["show", "--flat", "--all-attrs", "{p}"], ["diff", FIT, "{p}"],
+    ["append", "--loss", LOSS, "--pairs", "{p}", "{out}"],
+    ["run", "{p}", "--fetch", FORGED, "--params", "{params}", "--feeds", FIT_FEEDS],
+    ["run", "{p}", "--fetch", FORGED[:-1] + "?", "--params", "{params}", "--feeds", FIT_FEEDS],
+    ["append", "--loss", FORGED, "{p}", "{out}"],
+    ["dot", "{p}"]], ids=lambda a: "_".join(str(x).strip("-{}") for x in a[:2]))
+def test_control_characters_in_names_never_reach_the_terminal(forged, tmp_path, args):
+    with np.load(FIT_PARAMS) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays[FORGED] = arrays.pop("fc_0.w_0")
+    np.savez(tmp_path / "params.npz", **arrays)
+    subs = {"{p}": str(forged), "{out}": str(tmp_path / "o.pb"), "{params}": str(tmp_path / "params.npz")}
+    r = sh(*[subs.get(str(a), a) for a in args])
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    _clean(r.stdout)
+    _clean(r.stderr)
+    assert "\\x1b[2K" in r.stdout + r.stderr or args[0] == "dot", (r.stdout[-500:], r.stderr[-500:])
+
+
+def test_pictures_of_such_names_are_valid_svg_and_html(forged, tmp_path):
+    """Graphviz wrote an SVG no XML parser (no browser) opens; the HTML view carried the
+    characters too."""
+    import xml.dom.minidom
+    from pybackward.views import dot as dot_view, graph as graph_view, html as html_view
+    g = graph_view.build_graph(pybackward.load(forged))
+    text = dot_view.graph_to_dot(g)
+    page = html_view.graph_to_html(g)
+    for what in (text, page):
+        assert not any(ord(c) < 32 and c != "\n" for c in what), "a control character in the picture"
+        assert "\\x1b[2K" in what.replace("\\\\", "\\")
+    if dot_view.dot_program() is None:
+        pytest.skip("Graphviz's dot is not installed")
+    svg = tmp_path / "g.svg"
+    dot_view.render(text, svg)
+    xml.dom.minidom.parse(str(svg))
+
+
+def test_printable_keeps_ordinary_names_and_escapes_the_rest():
+    from pybackward.base.names import printable
+    for name in ("fc_0.w_0", "层_0.w", "x@GRAD@RENAME@block0@0", "a b", "é"):
+        assert printable(name) == name
+    assert printable("a\x1b[2Kb\rc\nd\u202ee\x9b\ud800") == "a\\x1b[2Kb\\x0dc\\x0ad\\u202ee\\x9b\\ud800"
+
+
+# -- views that were quadratic ---------------------------------------------------
+def _one_var_program(n: int, change_at: int | None = None) -> bytes:
+    """n ops reading and writing one var, relu and tanh in turn: every op one of two signatures."""
+    d = pb.ProgramDesc()
+    b0 = d.blocks.add(idx=0, parent_idx=-1)
+    v = b0.vars.add(name="x")
+    v.type.type = pb.VarType.DENSE_TENSOR
+    v.type.dense_tensor.tensor.data_type = pb.VarType.FP32
+    v.type.dense_tensor.tensor.dims.extend([2, 3])
+    for k in range(n):
+        op = b0.ops.add(type="sigmoid" if k == change_at else ("relu", "tanh")[k % 2])
+        op.inputs.add(parameter="X", arguments=["x"])
+        op.outputs.add(parameter="Out", arguments=["x"])
+    return d.SerializeToString()
+
+
+def test_diff_of_16000_ops_sharing_signatures_is_not_quadratic(tmp_path):
+    """28 s before (difflib's LCS with every item repeated); now n log n."""
+    a, b = tmp_path / "a.pb", tmp_path / "b.pb"
+    a.write_bytes(_one_var_program(16000))
+    b.write_bytes(_one_var_program(16000, change_at=8000))
+    r, cpu, rss = measured("diff", a, b)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "programs differ: 1 op added, 1 op removed", r.stdout[-500:]
+    assert "[8000]" in r.stdout
+    assert cpu < CPU_LIMIT_S and rss < RSS_LIMIT_MB, (cpu, rss)
+    # `--expect GOLDEN` compares through the same alignment (check_golden).
+    from pybackward.views.diff import check_golden
+    start = time.process_time()
+    res = check_golden(pybackward.load(b), a)
+    assert not res.equal and time.process_time() - start < CPU_LIMIT_S
+
+
+def test_opcodes_are_a_valid_alignment_and_difflibs_when_small():
+    import difflib
+    import random
+    from pybackward.views import diff as diff_view
+    rng = random.Random(36)
+    for trial in range(60):
+        n = rng.choice([5, 50, 700, 3000])
+        k = rng.choice([1, 2, 3, 40, n])
+        a = [rng.randrange(k) for _ in range(n)]
+        b = [x for x in a if rng.random() > 0.05] + [rng.randrange(k + 1) for _ in range(rng.randrange(20))]
+        rng.shuffle(b) if trial % 7 == 0 else None
+        ops = diff_view.opcodes(a, b)
+        i = j = 0
+        for tag, i1, i2, j1, j2 in ops:
+            assert (i1, j1) == (i, j) and tag in ("equal", "replace", "delete", "insert")
+            if tag == "equal":
+                assert a[i1:i2] == b[j1:j2]
+            i, j = i2, j2
+        assert (i, j) == (len(a), len(b))
+        if len(a) * len(b) <= diff_view.LCS_PAIRS:
+            assert ops == difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    # One change in 16 000 items of two kinds: everything else matched.
+    a = [k % 2 for k in range(16000)]
+    b = a[:8000] + [2] + a[8001:]
+    ops = diff_view.opcodes(a, b)
+    assert sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal") == 15999
+
+
+def _sibling_blocks(n: int) -> bytes:
+    """Block 0 running n conditional_blocks, each with a sub-block of one scale op."""
+    d = pb.ProgramDesc()
+    b0 = d.blocks.add(idx=0, parent_idx=-1)
+
+    def var(name, vtype=pb.VarType.DENSE_TENSOR, dtype=pb.VarType.FP32, dims=(2, 3)):
+        v = b0.vars.add(name=name)
+        v.type.type = vtype
+        if vtype == pb.VarType.DENSE_TENSOR:
+            v.type.dense_tensor.tensor.data_type = dtype
+            v.type.dense_tensor.tensor.dims.extend(dims)
+    var("c", dtype=pb.VarType.BOOL, dims=(1,))
+    var("x")
+    for k in range(1, n + 1):
+        blk = d.blocks.add(idx=k, parent_idx=0)
+        var(f"o{k}")
+        var(f"scope{k}", vtype=pb.VarType.STEP_SCOPES)
+        op = b0.ops.add(type="conditional_block")
+        op.inputs.add(parameter="Cond", arguments=["c"])
+        op.inputs.add(parameter="Input", arguments=["x"])
+        op.outputs.add(parameter="Out", arguments=[f"o{k}"])
+        op.outputs.add(parameter="Scope", arguments=[f"scope{k}"])
+        op.attrs.add(name="is_scalar_condition", type=pb.AttrType.BOOLEAN, b=True)
+        op.attrs.add(name="sub_block", type=pb.AttrType.BLOCK, block_idx=k)
+        sc = blk.ops.add(type="scale")
+        sc.inputs.add(parameter="X", arguments=["x"])
+        sc.outputs.add(parameter="Out", arguments=[f"o{k}"])
+        sc.attrs.add(name="scale", type=pb.AttrType.FLOAT, f=float(k))
+    return d.SerializeToString()
+
+
+@pytest.mark.parametrize("flags", [["--around", "x", "--depth", "2"], ["--expand", "--no-collapse"]],
+                         ids=["around", "expand"])
+def test_dot_of_4000_blocks_is_linear(tmp_path, flags):
+    """--around / --expand were O(blocks x ops): 2 000 blocks took 5.6 s, 4 000 ~22 s."""
+    p = tmp_path / "s.pb"
+    p.write_bytes(_sibling_blocks(4000))
+    out = tmp_path / "s.dot"
+    bounded("dot", p, *flags, "--max-nodes", "100000", "-o", out, code=0)
+    assert out.read_text().count("cluster_b") >= 4000
+
+
+# -- run --files: a FIFO inside DIR ------------------------------------------------
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_inside_files_dir_is_refused_without_blocking(tmp_path):
+    """A FIFO at a path the program's load op reads blocked for ever, --timeout included."""
+    import shutil
+    shutil.copytree(FILE_OPS / "in", tmp_path / "in")
+    (tmp_path / "in" / "w.t").unlink()
+    os.mkfifo(tmp_path / "in" / "w.t")
+    with untouched(tmp_path):
+        line = bounded("run", FILE_OPS / "load.pb", "--fetch", "z", "--files", tmp_path, "--timeout", "60",
+                       timeout=30)
+    assert "op load: cannot read 'in/w.t': is a FIFO (named pipe), not a regular file" in line, line
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_save_op_never_writes_through_a_fifo(tmp_path):
+    """A FIFO where a save op writes: opened for writing, it blocked until a reader came."""
+    from pybackward.interpreter.executor import Executor, Scope
+    (tmp_path / "out").mkdir()
+    os.mkfifo(tmp_path / "out" / "y.t")
+    values = dict(np.load(FILE_OPS / "values.npz"))
+    with pytest.raises(pybackward.ExecutionError, match=r"op save: cannot write 'out/y\.t': is a FIFO"):
+        Executor(files=tmp_path).run(pybackward.load(FILE_OPS / "save.pb"), feed={"x": values["x"]},
+                                     scope=Scope())
+
+
+# -- suggestions for an unknown name ----------------------------------------------
+def _long_names(n: int = 300, length: int = 3000) -> list[str]:
+    """n names of `length` characters, each a tenth different from one base name, over 1500
+    characters (so that difflib's autojunk, which drops characters above 1%, drops none)."""
+    import random
+    rng = random.Random(8)
+    alphabet = [chr(0x4E00 + i) for i in range(1500)]
+    base = [rng.choice(alphabet) for _ in range(length)]
+    names = []
+    for _ in range(n):
+        s = list(base)
+        for _ in range(length // 10):
+            s[rng.randrange(length)] = rng.choice(alphabet)
+        names.append("".join(s))
+    return names
+
+
+def _long_names_program(names: list[str]) -> bytes:
+    d = pb.ProgramDesc()
+    b0 = d.blocks.add(idx=0, parent_idx=-1)
+    n = len(names)
+    for k in range(n + 1):
+        v = b0.vars.add(name="x" if k == n else names[k])
+        v.type.type = pb.VarType.DENSE_TENSOR
+        v.type.dense_tensor.tensor.data_type = pb.VarType.FP32
+        v.type.dense_tensor.tensor.dims.extend([2, 3])
+        if k < n:
+            op = b0.ops.add(type="relu")
+            op.inputs.add(parameter="X", arguments=["x"])
+            op.outputs.add(parameter="Out", arguments=[v.name])
+    return d.SerializeToString()
+
+
+def test_suggestions_for_an_unknown_long_name_are_bounded(tmp_path):
+    """`run --fetch` of an unknown 3000-character name among 300 such names: seconds in
+    difflib's ratio (8 s on the issue's file, ~7 s here); now bounded whatever the lengths."""
+    names = _long_names()
+    p = tmp_path / "long.pb"
+    p.write_bytes(_long_names_program(names))
+    np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
+    name = names[0][:-5] + "zzzzz"
+    with untouched(tmp_path):
+        line = bounded("run", p, "--fetch", name, "--feed", f"x={tmp_path / 'x.npy'}")
+    assert "cannot fetch" in line and "did you mean" not in line, line[:300]
+
+
+def test_close_names_are_difflibs_within_the_bounds():
+    import difflib
+    import random
+    from pybackward.base import names as nm
+    rng = random.Random(5)
+    words = ["".join(rng.choice("abcde_.0") for _ in range(rng.randrange(1, 30))) for _ in range(400)]
+    for w in words[:60]:
+        q = w[:-1] + "z"
+        assert nm.close_names(q, words) == difflib.get_close_matches(q, words, n=3)
+    assert nm.close_names("a" * (nm.MAX_SUGGESTED_LEN + 1), ["a" * (nm.MAX_SUGGESTED_LEN + 1)]) == []
+
+
+# -- the text reader ------------------------------------------------------------------
+@pytest.mark.parametrize("escape", ["\\001", '\\"'])
+def test_a_pbtxt_of_8_mb_of_escapes_is_refused_in_bounded_memory(tmp_path, escape):
+    """One string literal of 8 MB of escapes: protobuf's backtracking pattern took 570-970 MB
+    (and the message quoted the whole line)."""
+    p = tmp_path / "esc.pbtxt"
+    p.write_text('blocks { idx: 0 parent_idx: -1 vars { name: "' + escape * ((8 << 20) // len(escape))
+                 + '" type { type: DENSE_TENSOR } } }\n')
+    with untouched(tmp_path):
+        line = bounded("show", p)
+    assert f"{p}: line 1 is" in line and "at most 1048576 bytes" in line and len(line) < 400, line[:400]
+
+
+def test_a_long_text_line_within_the_limit_still_reads(tmp_path):
+    from pybackward.legacy import wire
+    name = "n" * (wire.MAX_TEXT_LINE - 100)
+    text = f'blocks {{\n idx: 0\n parent_idx: -1\n vars {{\n name: "{name}"\n type {{ type: DENSE_TENSOR dense_tensor {{ tensor {{ data_type: FP32 }} }} }}\n }}\n}}\n'
+    prog = pybackward.loads(text.encode(), text=True)
+    assert name in prog.global_block().vars

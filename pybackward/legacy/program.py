@@ -8,9 +8,7 @@ creation) and keeps it up to date through its own builders; code that edits
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ..base import attrs as _attrs
 from ..base import dtypes
@@ -24,6 +22,9 @@ from ..base.op_roles import (
 from .text import program_to_text
 from .validate import validate
 from .wire import MAX_PROGRAM_BYTES, check_block_attrs, check_op_structure, parse_program_desc
+
+if TYPE_CHECKING:   # annotations only: loading a program does not import NumPy
+    import numpy as np
 
 VarType = pb.VarType
 _TENSOR_FIELDS = dtypes.TENSOR_VAR_TYPES
@@ -566,8 +567,8 @@ def fill_var_desc(desc: pb.VarDesc, name: str, shape: Sequence[int], dtype: Any,
 
 
 def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    import difflib
-    close = difflib.get_close_matches(name, list(candidates), n=3)
+    from ..base.names import close_names       # bounded: long names cost no more than short ones
+    close = close_names(name, candidates, n=3)
     return f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
 
 

@@ -15,6 +15,7 @@ from ..base import dtypes
 from .._proto import framework_pb2 as pb
 from ..base.errors import ArgumentTypeError
 from ..base.op_roles import OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_LOSS, OP_ROLE_OPTIMIZE
+from ..base.names import printable
 
 if TYPE_CHECKING:  # annotations only: program.py imports this module (`str(program)`)
     from .program import Block, Operator, Program, Variable
@@ -90,11 +91,14 @@ def var_type_text(v: Variable) -> str:
 
 def var_to_text(v: Variable) -> str:
     flags = [f for f in ("persistable", "is_parameter", "stop_gradient") if getattr(v.desc, f)]
-    return f"var {v.name} : {var_type_text(v)}" + (f"  ({', '.join(flags)})" if flags else "")
+    return f"var {printable(v.name)} : {var_type_text(v)}" + (f"  ({', '.join(flags)})" if flags else "")
 
 
 def _args(slots: dict[str, list[str]]) -> str:
-    return ", ".join(f"{k}={v[0] if len(v) == 1 else '[' + ', '.join(v) + ']'}" for k, v in slots.items())
+    """`X=a, Y=[b, c]`, every name escaped (`base.names.printable`: a name's control characters
+    never reach the terminal)."""
+    return ", ".join(f"{printable(k)}={printable(v[0]) if len(v) == 1 else '[' + ', '.join(map(printable, v)) + ']'}"
+                     for k, v in slots.items())
 
 
 def shown_attrs(op: Operator, all_attrs: bool = False,
@@ -111,11 +115,12 @@ def shown_attrs(op: Operator, all_attrs: bool = False,
 def op_to_text(op: Operator, show_attrs: bool = True, all_attrs: bool = False,
                ignore: Iterable[str] | None = None) -> str:
     outs = _args(op.outputs)
-    text = f"{outs} = {op.type}({_args(op.inputs)})" if outs else f"{op.type}({_args(op.inputs)})"
+    kind = printable(op.type)
+    text = f"{outs} = {kind}({_args(op.inputs)})" if outs else f"{kind}({_args(op.inputs)})"
     if show_attrs:
         shown = shown_attrs(op, all_attrs, ignore)
-        if shown:
-            text += " {" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + "}"
+        if shown:       # repr escapes a str value's control characters; printable the rest
+            text += " {" + ", ".join(f"{printable(k)}={printable(repr(v))}" for k, v in shown.items()) + "}"
     return text
 
 

@@ -34,12 +34,13 @@ def parse_program_desc(data: Any, source: str | None = None, text: bool = False,
     label = source or "<bytes>"
     desc = pb.ProgramDesc()
     if text:
+        check_text_lines(data, label)
         try:
             text_format.Parse(data.decode("utf-8"), desc)
         except UnicodeDecodeError as e:
             raise ProgramFileError(f"{label}: not protobuf text format: not UTF-8 at byte {e.start}") from None
         except text_format.ParseError as e:
-            raise ProgramFileError(f"{label}: not a ProgramDesc in text format: {one_line(e)}") from None
+            raise ProgramFileError(f"{label}: not a ProgramDesc in text format: {_cut(one_line(e))}") from None
     else:
         if len(data) > max_bytes:
             raise ProgramFileError(f"{label}: {len(data)} bytes is past protobuf's 2 GiB message limit")
@@ -53,6 +54,34 @@ def parse_program_desc(data: Any, source: str | None = None, text: bool = False,
     if not data:
         raise ProgramFileError(f"{label}: empty file")
     return desc, label
+
+
+#: The longest line the text-format reader takes. protobuf's text tokenizer matches a string
+#: literal (which cannot span lines) with a backtracking pattern that takes ~120 bytes of memory
+#: a byte of escapes: 8 MB of them took 570 MB to 970 MB. A line of this length costs ~120 MB;
+#: a program protobuf writes in text format puts each field on a line of its own.
+MAX_TEXT_LINE = 1 << 20
+
+
+def check_text_lines(data: bytes, label: str) -> None:
+    """Refuse text-format bytes with a line longer than MAX_TEXT_LINE, before they are parsed
+    (a linear scan for line breaks, in C)."""
+    start, n = 0, len(data)
+    line = 1
+    while start < n:
+        end = data.find(b"\n", start)
+        if end < 0:
+            end = n
+        if end - start > MAX_TEXT_LINE:
+            raise ProgramFileError(f"{label}: line {line} is {end - start} bytes long; pybackward reads text "
+                                   f"format lines of at most {MAX_TEXT_LINE} bytes (write the program in "
+                                   "binary for longer strings)")
+        start, line = end + 1, line + 1
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    """A message quoting the file cut in the middle (protobuf's quotes a whole token)."""
+    return text if len(text) <= limit else f"{text[:limit // 2]} ... {text[-(limit // 2):]}"
 
 
 def length_delimited(tag: int, data: bytes, size: int | None = None) -> bytes:

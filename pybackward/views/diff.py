@@ -3,7 +3,8 @@
 `diff_programs(a, b)` compares block by block (blocks are matched by index):
 
 * ops are aligned with an LCS alignment (`difflib.SequenceMatcher`, junk
-  heuristics off) over full op signatures: type, slots and the compared
+  heuristics off; above `LCS_PAIRS` pairs, a patience-style alignment in
+  O(n log n), `opcodes`) over full op signatures: type, slots and the compared
   attrs. A run of ops that do not match is aligned again on op type alone, so
   an op that kept its type but changed a slot or an attr is reported as
   *changed* (with what changed), and everything else as *removed* / *added*;
@@ -33,6 +34,7 @@ from ..base import attrs as _a
 from ..base import dtypes
 from ..legacy import text as _text
 from ..base.errors import ArgumentError
+from ..base.names import printable
 from ..legacy.io import is_text_path, load, save
 from ..legacy.program import Block, Operator, Program, Variable
 
@@ -231,6 +233,139 @@ def var_changes(a: Variable, b: Variable) -> list[Change]:
     return out
 
 
+#: Below this many pairs (len(a) * len(b)) sequences are aligned by difflib's LCS as before;
+#: above, by `_anchored_matches` (n log n), since difflib is quadratic when items repeat
+#: (ops that share a signature: 16 000 ops took 28 s).
+LCS_PAIRS = 250_000
+#: The work `_anchored_matches` may do, per item of the two sequences.
+WORK_PER_ITEM = 64
+
+
+def opcodes(a: list, b: list) -> list[tuple[str, int, int, int, int]]:
+    """`difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()` for small inputs;
+    for large ones the same kind of opcodes from an alignment in O(n log n) time:
+    common prefix and suffix, then items that occur once on each side as anchors (their
+    longest increasing run, as patience diff takes it), recursively between anchors, and
+    where no item is unique, the rarest item's occurrences in order. A region whose
+    items have nothing in common is a replace; regions small enough go to difflib."""
+    if len(a) * len(b) <= LCS_PAIRS:
+        return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    matches = _anchored_matches(a, b)
+    out: list[tuple[str, int, int, int, int]] = []
+    i = j = 0
+    for x, y, n in matches + [(len(a), len(b), 0)]:
+        if i < x and j < y:
+            out.append(("replace", i, x, j, y))
+        elif i < x:
+            out.append(("delete", i, x, j, j))
+        elif j < y:
+            out.append(("insert", i, i, j, y))
+        if n:
+            out.append(("equal", x, x + n, y, y + n))
+        i, j = x + n, y + n
+    return out
+
+
+def _anchored_matches(a: list, b: list) -> list[tuple[int, int, int]]:
+    """Matching blocks (i, j, n), in order and merged (see `opcodes`)."""
+    pairs: list[tuple[int, int]] = []
+    regions = [(0, len(a), 0, len(b))]
+    # A bound on the work whatever the input: past it, the regions left are replaces
+    # (a coarser diff, never a slow one).
+    budget = WORK_PER_ITEM * (len(a) + len(b)) + 4 * LCS_PAIRS
+    while regions:                        # an explicit stack: no recursion limit
+        i1, i2, j1, j2 = regions.pop()
+        budget -= (i2 - i1) + (j2 - j1)
+        if budget < 0:
+            break
+        while i1 < i2 and j1 < j2 and a[i1] == b[j1]:
+            pairs.append((i1, j1))
+            i1, j1 = i1 + 1, j1 + 1
+        while i1 < i2 and j1 < j2 and a[i2 - 1] == b[j2 - 1]:
+            i2, j2 = i2 - 1, j2 - 1
+            pairs.append((i2, j2))
+        if i1 == i2 or j1 == j2:
+            continue
+        if (i2 - i1) * (j2 - j1) <= LCS_PAIRS and (i2 - i1) * (j2 - j1) <= budget:
+            budget -= (i2 - i1) * (j2 - j1)
+            sm = difflib.SequenceMatcher(None, a[i1:i2], b[j1:j2], autojunk=False)
+            for x, y, n in sm.get_matching_blocks():
+                pairs.extend((i1 + x + k, j1 + y + k) for k in range(n))
+            continue
+        anchors = _anchors(a, b, i1, i2, j1, j2)
+        if not anchors:
+            continue                      # nothing in common: a replace
+        pairs.extend(anchors)
+        # The gaps between anchors, pushed so that each is done on its own.
+        prev_i, prev_j = i1, j1
+        for x, y in anchors:
+            if prev_i < x or prev_j < y:
+                regions.append((prev_i, x, prev_j, y))
+            prev_i, prev_j = x + 1, y + 1
+        if prev_i < i2 or prev_j < j2:
+            regions.append((prev_i, i2, prev_j, j2))
+    pairs.sort()
+    blocks: list[tuple[int, int, int]] = []
+    for x, y in pairs:
+        if blocks and blocks[-1][0] + blocks[-1][2] == x and blocks[-1][1] + blocks[-1][2] == y:
+            blocks[-1] = (blocks[-1][0], blocks[-1][1], blocks[-1][2] + 1)
+        else:
+            blocks.append((x, y, 1))
+    return blocks
+
+
+def _anchors(a: list, b: list, i1: int, i2: int, j1: int, j2: int) -> list[tuple[int, int]]:
+    """Pairs (i, j), increasing in both, that split the region: the items occurring once on
+    each side (their longest increasing run), else the occurrences, in order, of the item
+    rarest on both sides. Linear in the region, plus n log n for the run."""
+    count_a: dict = {}
+    for x in range(i1, i2):
+        count_a[a[x]] = count_a.get(a[x], 0) + 1
+    count_b: dict = {}
+    first_b: dict = {}
+    for y in range(j1, j2):
+        k = b[y]
+        if k in count_a:
+            count_b[k] = count_b.get(k, 0) + 1
+            first_b.setdefault(k, y)
+    if not count_b:
+        return []
+    unique = [(x, first_b[a[x]]) for x in range(i1, i2) if count_a[a[x]] == 1 and count_b.get(a[x]) == 1]
+    if unique:
+        return _longest_increasing(unique)
+    rare = min(count_b, key=lambda k: (max(count_a[k], count_b[k]), count_a[k] + count_b[k]))
+    xs = [x for x in range(i1, i2) if a[x] == rare]
+    ys = [y for y in range(j1, j2) if b[y] == rare]
+    # The first half paired from the start and the rest from the end: occurrences one side
+    # has more of are left unpaired in the middle, so one insertion shifts nothing around it.
+    c = min(len(xs), len(ys))
+    h = c // 2
+    return list(zip(xs[:h], ys[:h])) + list(zip(xs[len(xs) - (c - h):], ys[len(ys) - (c - h):]))
+
+
+def _longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest run of `pairs` (sorted by i) whose j increase (patience sorting)."""
+    import bisect
+    tails: list[int] = []                 # tails[k]: the smallest j ending a run of k + 1
+    tail_at: list[int] = []               # ... and the index in `pairs` of that pair
+    back: list[int] = [-1] * len(pairs)
+    for n, (_, y) in enumerate(pairs):
+        k = bisect.bisect_left(tails, y)
+        if k == len(tails):
+            tails.append(y)
+            tail_at.append(n)
+        else:
+            tails[k] = y
+            tail_at[k] = n
+        back[n] = tail_at[k - 1] if k else -1
+    run: list[tuple[int, int]] = []
+    n = tail_at[-1] if tail_at else -1
+    while n != -1:
+        run.append(pairs[n])
+        n = back[n]
+    return run[::-1]
+
+
 def align_ops(a_ops: list[Operator], b_ops: list[Operator],
               ignore: frozenset[str] = DEFAULT_IGNORED_ATTRS) -> list[OpEntry]:
     """LCS alignment on signatures, then on op types inside each unmatched run."""
@@ -238,7 +373,7 @@ def align_ops(a_ops: list[Operator], b_ops: list[Operator],
     sa = [ids.setdefault(op_signature(op, ignore), len(ids)) for op in a_ops]
     sb = [ids.setdefault(op_signature(op, ignore), len(ids)) for op in b_ops]
     out: list[OpEntry] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, sa, sb, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in opcodes(sa, sb):
         if tag == "equal":
             out.extend(OpEntry("equal", i, j, a_ops[i], b_ops[j]) for i, j in zip(range(i1, i2), range(j1, j2)))
         elif tag == "delete":
@@ -254,7 +389,7 @@ def _align_run(a_ops, b_ops, i1, i2, j1, j2, ignore) -> list[OpEntry]:
     ta = [op.type for op in a_ops[i1:i2]]
     tb = [op.type for op in b_ops[j1:j2]]
     out: list[OpEntry] = []
-    for tag, x1, x2, y1, y2 in difflib.SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes():
+    for tag, x1, x2, y1, y2 in opcodes(ta, tb):
         if tag == "equal":
             for i, j in zip(range(i1 + x1, i1 + x2), range(j1 + y1, j1 + y2)):
                 out.append(OpEntry("changed", i, j, a_ops[i], b_ops[j], op_changes(a_ops[i], b_ops[j], ignore)))
@@ -268,7 +403,7 @@ def diff_vars(a: Block, b: Block) -> list[VarEntry]:
     """Vars added, removed and changed, in an order merged from both blocks."""
     na, nb = list(a.vars), list(b.vars)
     order: list[str] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, na, nb, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in opcodes(na, nb):
         order.extend(na[i1:i2])
         if tag != "equal":
             order.extend(nb[j1:j2])
@@ -336,6 +471,7 @@ _STYLES = {"-": {"fg": "red"}, "+": {"fg": "green"}, "?": {"fg": "yellow"}, "@":
 
 def _render(d: ProgramDiff, color: bool, context: int):
     def line(kind: str, body: str) -> str:
+        body = printable(body)       # one line each: a name's control characters (\n too) escaped
         s = body if kind == "h" or kind == "@" else f"{kind} {body}"
         return click.style(s, **_STYLES[kind]) if color and kind in _STYLES else s
 

@@ -23,6 +23,7 @@ from typing import Iterable
 
 from ..base.errors import ArgumentError, PyBackwardError
 from ..base.files import write_atomic
+from ..base.names import printable
 from .graph import (
     DEFAULT_COLLAPSE_ABOVE, DEFAULT_MAX_NODES, Cluster, Edge, Graph, Node, build_graph, name_scope, op_kind)  # noqa: F401
 from ..legacy.program import Program
@@ -46,7 +47,9 @@ _REPEAT_STYLE = 'style="filled,rounded"; fillcolor="#f3f0ff"; color="#6a5acd"; p
 
 
 def quote(s: str) -> str:
-    """A DOT string literal."""
+    """A DOT string literal; `\n` breaks a label's lines, every other control character
+    of a name is escaped (`base.names.printable`), so Graphviz writes SVG an XML parser reads."""
+    s = "\n".join(printable(line) for line in s.split("\n"))
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 

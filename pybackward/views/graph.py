@@ -21,7 +21,6 @@ draw less of it.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Iterator
 import numpy as np
 
 from ..base.errors import ArgumentError
+from ..base.names import close_names
 from ..legacy.program import OP_ROLE_LOSS, OP_ROLE_OPTIMIZE, Block, Operator, Program
 from ..legacy.text import is_backward, op_role, var_type_text
 
@@ -224,7 +224,7 @@ def _around(program: Program, blocks: list[int], var: str, depth: int) -> set[tu
                 users.setdefault(n, []).append((bi, i))
     if var not in users:
         names = sorted(users)
-        close = difflib.get_close_matches(var, names, n=5)
+        close = close_names(var, names, n=5)
         hint = f"; close: {', '.join(close)}" if close else ""
         raise ArgumentError(f"--around: no op in the drawn blocks reads or writes {var!r}{hint}")
     kept: set[tuple[int, int]] = set()
@@ -244,11 +244,13 @@ def _around(program: Program, blocks: list[int], var: str, depth: int) -> set[tu
 def drawn_blocks(program: Program, root: int) -> list[int]:
     """`root` and every block its ops own, depth first, each once."""
     out: list[int] = []
+    seen: set[int] = set()        # a set: `i in out` made this O(blocks^2)
     stack = [root]
     while stack:
         i = stack.pop()
-        if i in out or not 0 <= i < program.num_blocks:
+        if i in seen or not 0 <= i < program.num_blocks:
             continue
+        seen.add(i)
         out.append(i)
         for op in reversed(program.blocks[i].ops):
             stack.extend(reversed(op.sub_blocks()))
@@ -405,10 +407,16 @@ def _full(g: Graph, ctx: _Ctx, drawn: list[int], expand: bool) -> None:
                              + ("\n" + ", ".join(types[:4]) + (", ..." if len(types) > 4 else "") if types else ""))
                     nid = g.add_node(Node(f"blk{sub}", label, "block", cluster=f"b{bi}"))
                     g.edges.append(Edge(f"b{bi}:op{i}", nid, "sub_block", "dotted"))
-    # Parents of the sub-block clusters: the drawn block that owns them.
+    # Parents of the sub-block clusters: the drawn block that owns them (the first, in drawing
+    # order), found in one pass over the drawn ops, not one per block (O(blocks x ops)).
+    owners: dict[int, int] = {}
+    for j in drawn:
+        for op in program.blocks[j].ops:
+            for sub in op.sub_blocks():
+                if sub != j:
+                    owners.setdefault(sub, j)
     for bi in drawn[1:]:
-        owner = next((j for j in drawn if j != bi and any(bi in op.sub_blocks() for op in program.blocks[j].ops)),
-                     drawn[0])
+        owner = owners.get(bi, drawn[0])
         g.clusters[f"b{bi}"].parent = None if owner == drawn[0] else f"b{owner}"
     root = f"b{drawn[0]}"
     for n in g.nodes.values():
@@ -417,15 +425,22 @@ def _full(g: Graph, ctx: _Ctx, drawn: list[int], expand: bool) -> None:
     for c in g.clusters.values():
         if c.parent == root:
             c.parent = None
-    # Clusters no drawn node lives in (all ops outside --around) are left out.
+    # Clusters no drawn node lives in (all ops outside --around) are left out: an empty one
+    # goes, then its parent if that is left empty, and so on (linear: child counts).
     used = {n.cluster for n in g.nodes.values()}
-    changed = True
-    while changed:
-        changed = False
-        for cid, c in list(g.clusters.items()):
-            if cid not in used and not any(d.parent == cid for d in g.clusters.values()):
-                del g.clusters[cid]
-                changed = True
+    children: dict[str, int] = {}
+    for c in g.clusters.values():
+        if c.parent is not None:
+            children[c.parent] = children.get(c.parent, 0) + 1
+    empty = [cid for cid in g.clusters if cid not in used and not children.get(cid)]
+    while empty:
+        cid = empty.pop()
+        c = g.clusters.pop(cid, None)
+        if c is None or c.parent is None:
+            continue
+        children[c.parent] -= 1
+        if not children[c.parent] and c.parent not in used and c.parent in g.clusters:
+            empty.append(c.parent)
 
 
 def _collapsed(g: Graph, ctx: _Ctx, drawn: list[int]) -> None:

@@ -20,7 +20,14 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
+from ..base.names import printable_lines
 from .graph import Graph
+
+
+def _esc(s: str) -> str:
+    """Text for the page: a name's control characters escaped (`base.names.printable`; line
+    breaks kept), then HTML's markup characters."""
+    return html.escape(printable_lines(s))
 
 __all__ = ["cluster_bands", "graph_to_html", "layout"]
 
@@ -248,9 +255,9 @@ def graph_to_html(g: Graph) -> str:
                         for x, y, w, h in bands[cid])
         x, y, _, _ = bands[cid][0]
         parts.append(f'<g class="c" fill="{fill}" stroke="{stroke}" stroke-dasharray="5 3">'
-                     f'<title>{html.escape(c.label)}</title>{rects}'
+                     f'<title>{_esc(c.label)}</title>{rects}'
                      f'<text x="{x + 5:.1f}" y="{y + 12:.1f}" stroke="none" fill="#555">'
-                     f'{html.escape(c.label.split(chr(10))[0])}</text></g>')
+                     f'{_esc(c.label.split(chr(10))[0])}</text></g>')
     for e in g.edges:
         if e.src not in pos or e.dst not in pos:
             continue
@@ -259,7 +266,7 @@ def graph_to_html(g: Graph) -> str:
         a, b = (x1 + w1 / 2, y1 + h1), (x2 + w2 / 2, y2)
         cls = "e" + (" back" if b[1] <= a[1] else "") + (" sub" if e.style == "dotted" else "")
         dy = max(abs(b[1] - a[1]) / 2, 30)
-        title = f"<title>{html.escape(e.label)}</title>" if e.label else ""
+        title = f"<title>{_esc(e.label)}</title>" if e.label else ""
         parts.append(f'<path class="{cls}" marker-end="url(#a)" d="M{a[0]:.1f},{a[1]:.1f} '
                      f'C{a[0]:.1f},{a[1] + dy:.1f} {b[0]:.1f},{b[1] - dy:.1f} {b[0]:.1f},{b[1]:.1f}">{title}</path>')
     for nid, n in g.nodes.items():
@@ -270,15 +277,15 @@ def graph_to_html(g: Graph) -> str:
         dash = ' stroke-dasharray="4 2"' if n.kind == "grad" else ""
         width = 2.5 if n.kind in ("param", "grad", "loss") or n.emphasis or n.repeat > 1 else 1
         lines = _lines(g, nid)
-        text = "".join(f'<tspan x="{x + sw / 2:.1f}" dy="{_LINE_H if i else 0}">{html.escape(s)}</tspan>'
+        text = "".join(f'<tspan x="{x + sw / 2:.1f}" dy="{_LINE_H if i else 0}">{_esc(s)}</tspan>'
                        for i, s in enumerate(lines))
         parts.append(
-            f'<g class="n{" hl" if n.highlight else ""}" data-t="{html.escape(" ".join(lines))}" '
-            f'data-x="{x + sw / 2:.1f}" data-y="{y + sh / 2:.1f}"><title>{html.escape(n.label)}</title>'
+            f'<g class="n{" hl" if n.highlight else ""}" data-t="{_esc(" ".join(lines))}" '
+            f'data-x="{x + sw / 2:.1f}" data-y="{y + sh / 2:.1f}"><title>{_esc(n.label)}</title>'
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{sw:.1f}" height="{sh:.1f}" rx="{rx:.1f}" fill="{fill}" '
             f'stroke="{stroke}" stroke-width="{width}"{dash}/>'
             f'<text x="{x + sw / 2:.1f}" y="{y + _PAD + 9:.1f}" text-anchor="middle">{text}</text></g>')
-    title = html.escape(g.title)
+    title = _esc(g.title)
     return (
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
         f"<title>{title}</title><style>{_STYLE}</style></head><body>\n"

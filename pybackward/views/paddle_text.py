@@ -24,6 +24,7 @@ from typing import Any
 
 from ..base import attrs as _attrs
 from ..base import dtypes
+from ..base.names import printable
 from ..ops.paddle_data import paddle_op
 from ..legacy.program import Block, Operator, Program, Variable
 
@@ -118,9 +119,11 @@ def block_to_paddle_text(block: Block) -> str:
     lines = [f"{{ // block_idx:{block.idx}  parent_idx:{block.parent_idx}  "
              f"forward_idx:{block.forward_block_idx}  backward_idx:{backward}"]
     by_name = {v.name: v for v in block.vars.values()}
-    lines.extend(f"    {var_to_paddle_text(by_name[n])}" for n in sorted(by_name, key=str.encode))
+    # Each var and op one line, its names' control characters escaped (`base.names.printable`:
+    # Paddle prints them raw, to the terminal's mercy); ordinary names print as Paddle prints them.
+    lines.extend(f"    {printable(var_to_paddle_text(by_name[n]))}" for n in sorted(by_name, key=str.encode))
     lines.append("")
-    lines.extend(f"    {op_to_paddle_text(op)}" for op in block.ops)
+    lines.extend(f"    {printable(op_to_paddle_text(op))}" for op in block.ops)
     return "\n".join(lines) + "\n}"
 
 

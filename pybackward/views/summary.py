@@ -16,7 +16,7 @@ a persistable var (constants and counters are not losses).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..base import dtypes
@@ -24,6 +24,7 @@ from ..base.errors import ArgumentTypeError
 from ..legacy.program import OP_ROLE_LOSS, Program, Variable
 from ..legacy.text import is_backward, is_forward, op_role
 from ..base.listing import human_bytes, name_rows
+from ..base.names import printable, printable_lines
 
 _pb = dtypes.VarType
 #: Var types that are not values a user saves or feeds.
@@ -79,10 +80,10 @@ class ProgramSummary:
         lines = [f"program: {self.source or '<program>'}  ({self.blocks} block{'s' * (self.blocks != 1)}, "
                  f"{self.ops} ops, {self.vars} vars)"]
         lines.append(f"feeds ({len(self.feeds)}):" if self.feeds else "feeds: none")
-        lines.extend(name_rows(self.feeds, max_rows))
+        lines.extend(name_rows(_escaped(self.feeds), max_rows))
         lines.append(f"parameters: {len(self.parameters)} ({self.parameter_elements:,} elements, "
                      f"{human_bytes(self.parameter_bytes)})")
-        lines.extend(name_rows(self.parameters, max_rows))
+        lines.extend(name_rows(_escaped(self.parameters), max_rows))
         if self.other_persistables:
             lines.append(f"other persistable vars: {len(self.other_persistables)} ({self.other_elements:,} "
                          f"elements, {human_bytes(self.other_bytes)}): " + _names(self.other_persistables, max_rows))
@@ -91,19 +92,27 @@ class ProgramSummary:
         else:
             how = "marked as the loss" if self.loss_marked else "one float element, read by no op"
             lines.append(f"loss candidates ({how}): "
-                         + ", ".join(f"{v.name} ({v.text()}, from {v.op})" for v in self.losses))
+                         + ", ".join(f"{printable(v.name)} ({v.text()}, from {printable(v.op)})"
+                                     for v in self.losses))
         if self.has_backward:
             lines.append(f"backward: present ({self.backward_ops} backward ops"
                          + (f", {self.optimizer_ops} optimizer ops" if self.optimizer_ops else "") + ")")
         else:
             lines.append("backward: none" + (f" ({self.optimizer_ops} optimizer ops)" if self.optimizer_ops else ""))
         lines.append(f"op types ({len(self.op_types)}): "
-                     + ", ".join(f"{t} x{n}" for t, n in self.op_types.items()))
-        return "\n".join(lines)
+                     + ", ".join(f"{printable(t)} x{n}" for t, n in self.op_types.items()))
+        # Names are escaped one by one (`base.names.printable`), so a newline in one cannot start a
+        # line of its own; what is left (the source's path) is escaped line by line.
+        return printable_lines("\n".join(lines))
+
+
+def _escaped(items: list[VarInfo]) -> list[VarInfo]:
+    """The rows with their names escaped (`base.names.printable`) for the text summary."""
+    return [v if printable(v.name) == v.name else replace(v, name=printable(v.name)) for v in items]
 
 
 def _names(items: list[VarInfo], limit: int) -> str:
-    text = ", ".join(v.name for v in items[:limit])
+    text = ", ".join(printable(v.name) for v in items[:limit])
     return text + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
 
 

@@ -888,6 +888,41 @@ def files_cases() -> None:
         ["convert", "{a_and_ab.npz}", "{dir}/d/"], ["'a' and 'a/b'", "directory"])
 
 
+def outputs_cases() -> None:
+    """Issue #36, second half: outputs that are inputs (one refusal, `cli/common.py`
+    `refuse_outputs_over_inputs`), and names with control characters in error lines."""
+    fit = {"fit.pb": src("fit_a_line")}
+    params = (PROGRAMS / "fit_a_line" / "params.npz").read_bytes()
+    add("out_is_the_input", "append IN IN: OUT is IN, without --in-place (it replaced the input)", fit,
+        ["append", "--loss", "mean_0.tmp_0", "{fit.pb}", "{fit.pb}"],
+        ["{fit.pb}: would overwrite the input {fit.pb}", "--in-place"])
+    add("gradients_out_is_the_input", "gradients IN IN (it replaced the input)", fit,
+        ["gradients", "--target", "mean_0.tmp_0", "--input", "fc_0.w_0", "{fit.pb}", "{fit.pb}"],
+        ["{fit.pb}: would overwrite the input {fit.pb}"])
+    add("out_is_the_golden", "append IN OUT --expect OUT: OUT was written, then compared with itself and "
+        "passed", fit, ["append", "--loss", "mean_0.tmp_0", "{fit.pb}", "{out}", "--expect", "{out}"],
+        ["{out}: is also the input {out}"])
+    add("update_golden_is_the_input", "append --in-place IN --expect IN --update: the golden update "
+        "replaced IN", fit,
+        ["append", "--loss", "mean_0.tmp_0", "--in-place", "{fit.pb}", "--expect", "{fit.pb}", "--update"],
+        ["{fit.pb}: would overwrite the input {fit.pb}", "--update"])
+    add("run_out_is_the_params", "run --params P.npz --out P.npz: the fetched values replaced the parameters",
+        {**fit, "params.npz": params},
+        ["run", "{fit.pb}", "--fetch", "mean_0.tmp_0", "--params", "{params.npz}", "--feeds",
+         f"{FIT_PB}/feeds.npz", "--out", "{params.npz}"],
+        ["{params.npz}: would overwrite the input {params.npz}", "--out"])
+    add("run_out_is_params_beside", "run PROG --out params.npz, params.npz beside PROG read without being "
+        "named: replaced by the fetched values", {**fit, "params.npz": params},
+        ["run", "{fit.pb}", "--fetch", "mean_0.tmp_0", "--feeds", f"{FIT_PB}/feeds.npz", "--out",
+         "{params.npz}"], ["{params.npz}: would overwrite the input {params.npz}"])
+    add("dot_o_is_the_input", "dot P.dot -o P.dot, a binary program named .dot: the picture replaced it",
+        {"prog.dot": src("fit_a_line")}, ["dot", "{prog.dot}", "-o", "{prog.dot}"],
+        ["{prog.dot}: would overwrite the input {prog.dot}", "-o"])
+    add("error_line_escapes_control_characters", "a name with ESC [2K (erase the line) and CR in an error "
+        "line: printed raw, it erased the line on a terminal", fit,
+        ["append", "--loss", "x\x1b[2K\rwrote out.pb", "{fit.pb}", "{out}"], ["x\\x1b[2K"])
+
+
 def _npz(arrays: dict) -> bytes:
     """A .npz written by hand (stored members, fixed dates), so it does not change with zipfile."""
     import io as _io
@@ -909,6 +944,7 @@ def build() -> tuple[dict[str, bytes], list[dict]]:
     run_cases()
     hostile_cases()
     files_cases()
+    outputs_cases()
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate case ids"
     return dict(FILES), list(CASES)

@@ -223,7 +223,7 @@ def test_batch_all_good_exits_0_and_refuses_to_overwrite_inputs(tmp_path):
             "--out-dir", str(tmp_path / "o"))
     assert r.returncode == 0 and r.stderr.strip() == f"2 of 2 programs written to {tmp_path / 'o'}"
     r = run("append", "--loss", "mean_0.tmp_0", str(tmp_path / "a.pb"), "--out-dir", str(tmp_path))
-    assert r.returncode == 1 and "would overwrite the input" in r.stderr
+    assert r.returncode == 2 and "would overwrite the input" in r.stderr     # refused before anything is written
     assert (tmp_path / "a.pb").read_bytes() == FIT.read_bytes()
     r = run("append", "--loss", "mean_0.tmp_0", str(FIT), "--out-dir", str(tmp_path), "--expect", str(FIT_BWD))
     assert r.returncode == 2 and "--expect takes one IN" in r.stderr

@@ -60,16 +60,12 @@ from ..registry import Call, register
 # --------------------------------------------------------------------------
 def _read_file(c: Call):
     env = c.env
-    if env is None or not hasattr(env, "file_path"):
+    if env is None or not hasattr(env, "read_bytes"):
         raise ExecutionError(f"op {c.op_type} reads a file: it runs only in the interpreter")
     name = c.attr("filename", "")
     if not name:
         raise ExecutionError(f"op {c.op_type}: its filename attr is empty")
-    target = env.file_path(c.op_type, str(name))
-    try:
-        data = target.read_bytes()
-    except OSError as e:
-        raise ExecutionError(f"op {c.op_type}: cannot read {str(name)!r}: {e.strerror or e}") from None
+    data = env.read_bytes(c.op_type, str(name))      # regular files only: a FIFO never blocks
     return {"Out": np.frombuffer(data, dtype=np.uint8).copy()}
 
 
