@@ -4,7 +4,6 @@ from __future__ import annotations
 import click
 
 import pybackward
-from pybackward.backward.guards import refuse_existing_backward
 
 from .common import (NON_NEGATIVE, POSITIVE, command_progress, handle_errors, legacy_only, load_arrays, ops_option,
                      pir_only_options, quiet_option, resolve_loss, run_options, with_values_beside)
@@ -40,7 +39,7 @@ def check(program, loss, wrt, eps, rtol, atol, max_elements, directions, as_json
     with command_progress("check", quiet) as progress:
         progress.stage(f"loading {program}")
         prog = pybackward.load(program)
-        if isinstance(prog, pybackward.pir.Program):
+        if pybackward.formats.is_pir(prog):
             rows = _check_pir(prog, program, loss, wrt, eps, rtol, atol, max_elements, directions, startup, params,
                               feeds_npz, feed_items, progress)
         else:
@@ -61,6 +60,7 @@ def _check_legacy(prog, program, loss, wrt, eps, rtol, atol, max_elements, direc
     """A legacy program: its backward section appended to a float64 copy, then checked."""
     import numpy as np
     from pybackward.interpreter.executor import Executor, Scope
+    from pybackward.backward.guards import refuse_existing_backward
     refuse_existing_backward(prog, "check takes the forward program")
     loss = resolve_loss(prog, loss)
     params, feeds_npz = with_values_beside(program, params, startup, feeds_npz, feed_items)

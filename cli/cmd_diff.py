@@ -33,7 +33,7 @@ def diff(a, b, ignore_attrs, all_attrs, context, as_json, color):
     """
     from pybackward.views.diff import DEFAULT_IGNORED_ATTRS, diff_programs
     pa, pb = pybackward.load(a), pybackward.load(b)
-    if isinstance(pa, pybackward.pir.Program) or isinstance(pb, pybackward.pir.Program):
+    if pybackward.formats.is_pir(pa) or pybackward.formats.is_pir(pb):
         _diff_pir(pa, pb, a, b, ignore_attrs, all_attrs, context, as_json)
         return
     ignore = (frozenset() if all_attrs else DEFAULT_IGNORED_ATTRS) | frozenset(ignore_attrs)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import click
 
 import pybackward
-from pybackward.backward.maker_check import coverage_rows, coverage_totals
 
 from .common import handle_errors, legacy_only, ops_option
 
@@ -33,8 +32,8 @@ def ops(missing, coverage, records, as_json):
     """List the registered op types and what each supports (read from the registry)."""
     import json
     from pybackward.ops import registry
-    table = registry.all_ops()
     if coverage:
+        from pybackward.backward.maker_check import coverage_rows, coverage_totals
         rows = coverage_rows(records)
         totals = coverage_totals(rows)
         if as_json:
@@ -56,9 +55,9 @@ def ops(missing, coverage, records, as_json):
                 used[op.type] = used.get(op.type, 0) + 1
         rows = []
         for t, n in sorted(used.items()):
-            d = table.get(t)
+            d = registry.find(t)
             problem = ("unknown op type" if d is None else
-                       "no kernel" if d.kernel is None else None)
+                       "no kernel" if not d.has_kernel else None)
             if problem:
                 rows.append({"type": t, "uses": n, "problem": problem})
         if as_json:
@@ -72,14 +71,10 @@ def ops(missing, coverage, records, as_json):
             raise pybackward.CheckFailedError(f"{len(rows)} op types in {missing} are not supported")
         return
     rows = []
-    for t, d in table.items():
-        if d.grad is None:
-            grad = None
-        elif isinstance(d.grad, registry.GradSpec):
-            grad = d.grad.type
-        else:
-            grad = "(maker)"
-        rows.append({"type": t, "kernel": d.kernel is not None, "grad": grad,
+    for t, d in registry.known_ops().items():     # from the op index: no family imported
+        kind = d.grad_kind
+        grad = None if kind is None else d.grad.type if kind == "spec" else "(maker)"
+        rows.append({"type": t, "kernel": d.has_kernel, "grad": grad,
                      "grad_of": d.grad_of, "inputs": list(d.inputs), "outputs": list(d.outputs),
                      "differentiable": list(d.differentiable_inputs or ()),
                      "attrs": list(d.attrs_handled)})

@@ -44,7 +44,7 @@ def show(program, block, no_attrs, all_attrs, no_vars, backward_only, forward_on
     if as_json and not as_summary:
         raise pybackward.ArgumentError("--json goes with --summary (for a full listing as JSON: --format json)")
     prog = pybackward.load(program)
-    if isinstance(prog, pybackward.pir.Program):
+    if pybackward.formats.is_pir(prog):
         _show_pir(prog, block, no_attrs, all_attrs, no_vars, section, flat, fmt, as_summary, as_json)
         return
     if as_summary:

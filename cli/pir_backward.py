@@ -13,12 +13,9 @@ import click
 
 import pybackward
 
+from pybackward.base.names import printable
+
 from .common import evaluate_pir, info, load_arrays, recorded_deviations, run_command, with_values_beside
-
-
-def printable(s):
-    """Names as they are (the shared terminal escaping replaces this)."""
-    return s
 
 
 def _ref(v) -> str:

@@ -13,16 +13,45 @@ from .base.errors import (
     ArgumentError, ArgumentTypeError, ArrayFileError, CheckFailedError, ExecutionError, ExecutionLimitError,
     OutputError, PaddleDeviationWarning, ProgramFileError, PyBackwardError, PyBackwardWarning, UnknownOpError,
     UnsupportedDtypeError, VarNotFoundError)  # noqa: F401
-from .formats import dumps, load, loads, save  # noqa: F401  (either IR, told apart by content)
-from .legacy.program import Block, Operator, Program, Variable  # noqa: F401
-from .legacy import text  # noqa: F401
-from .tensors.paddle_files import load_arrays, save_arrays  # noqa: F401
-from .backward import append_backward, calc_gradient, grad_op_descs, gradients  # noqa: F401,E402
-from .ops.custom import register_ops  # noqa: F401,E402
-from .interpreter.gradcheck import check_gradients  # noqa: F401,E402
-from .interpreter.executor import Executor, Scope  # noqa: F401,E402
-from .views.summary import summary  # noqa: F401,E402
-from . import memory  # noqa: F401,E402  (the module is callable: pybackward.memory(program, batch_size=N))
+import importlib as _importlib
+from importlib.util import find_spec as _find_spec
+
+#: Public names imported when first used, not with the package: `pybackward
+#: --help`, `show` and `append` need neither NumPy nor the kernels, and a
+#: facade that imported them all would make every command pay for them.
+#: name -> (module, attribute or None for the module itself).
+_LAZY = {
+    **{n: (".formats", n) for n in ("dumps", "load", "loads", "save")},   # either IR, told apart by content
+    **{n: (".legacy.program", n) for n in ("Block", "Operator", "Program", "Variable")},
+    "text": (".legacy.text", None),
+    **{n: (".tensors.paddle_files", n) for n in ("load_arrays", "save_arrays")},
+    **{n: (".backward", n) for n in ("append_backward", "calc_gradient", "grad_op_descs", "gradients")},
+    "register_ops": (".ops.custom", "register_ops"),
+    "check_gradients": (".interpreter.gradcheck", "check_gradients"),
+    **{n: (".interpreter.executor", n) for n in ("Executor", "Scope")},
+    "summary": (".views.summary", "summary"),
+    "memory": (".memory", None),   # the module is callable: pybackward.memory(program, batch_size=N)
+}
+
+
+def __getattr__(name: str):
+    """Import a public name on first use (PEP 562) and keep it as a module attribute."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        # a subpackage (pybackward.pir, .ops, ...): an attribute once imported, as before
+        if name.startswith("_") or _find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module 'pybackward' has no attribute {name!r}") from None
+        module, attr = f".{name}", None
+    mod = _importlib.import_module(module, __name__)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 #: The public API: what `from pybackward import *` gives and the API docs list.
 #: Modules with more (each documents itself): `pybackward.legacy.text`, `.paddle_text`,

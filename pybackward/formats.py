@@ -14,13 +14,16 @@ pickle, a `.pdiparams` tensor stream, an `.npz`) is named for what it is.
 from __future__ import annotations
 
 import os
-from typing import Union
+import sys
+from typing import TYPE_CHECKING, Union
 
 from .base.errors import ArgumentError, ArgumentTypeError, ProgramFileError
 from .base.files import check_regular_input, input_source, read_input_head
 from .legacy import io as legacy_io
 from .legacy.program import Program
-from . import pir
+
+if TYPE_CHECKING:
+    from . import pir
 
 PathLike = Union[str, os.PathLike]
 AnyProgram = Union[Program, "pir.Program"]
@@ -32,13 +35,29 @@ _VALUE_FILES = ((b"\x80", "a pickle of arrays (.pdparams / .pdopt)"),
                 (b"\x00\x00\x00\x00", "Paddle's tensor stream (.pdiparams / save_combine)"))
 
 
+#: Below this size no program file is refused for its size (pir.MAX_PIR_BYTES is far above it).
+_SMALL = 1 << 20
+
+
+def _pir():
+    """The PIR package, imported when a program may be PIR (its codec costs start-up time)."""
+    from . import pir
+    return pir
+
+
+def _opens_json(data: bytes) -> bool:
+    """Whether the data may open a JSON object: the cheap test before `pir.is_pir_bytes`
+    (which requires it), so a legacy program never imports the PIR package."""
+    return bytes(data[:1 << 16]).lstrip(b"\xef\xbb\xbf \t\r\n\f\v").startswith(b"{")
+
+
 def file_kind(data: bytes) -> str:
     """`"pir"`, `"legacy"`, or what a file of values is (see `_VALUE_FILES`).
 
     A legacy `ProgramDesc` never starts with a zero byte (field 0 does not
     exist) nor with 0x80 (a continuation byte), so the checks do not overlap.
     """
-    if pir.is_pir_bytes(data):
+    if _opens_json(data) and _pir().is_pir_bytes(data):
         return "pir"
     for magic, kind in _VALUE_FILES:
         if data.startswith(magic):
@@ -61,7 +80,7 @@ def loads(data: bytes, source: str | None = None, check_vars: bool = True, text:
     data = bytes(data)
     kind = file_kind(data)
     if kind == "pir":
-        return pir.loads(data, source)
+        return _pir().loads(data, source)
     if not text:
         _check_kind(kind, source)
     return legacy_io.loads(data, source=source, check_vars=check_vars, text=text)
@@ -78,8 +97,9 @@ def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | N
     if isinstance(name, bytes):
         return loads(name, None, check_vars, bool(text))
     size = check_regular_input(name, ProgramFileError, "program file")
-    if size > pir.MAX_PIR_BYTES and _looks_like_json(name):
-        return pir.load(name)           # refused from its size, before it is read
+    # (PIR is imported only for a file that may be PIR: most commands take legacy programs)
+    if size > _SMALL and _looks_like_json(name) and size > _pir().MAX_PIR_BYTES:
+        return _pir().load(name)        # refused from its size, before it is read
     data = legacy_io.read_input_file(name, ProgramFileError, "program file")
     return loads(data, name, check_vars, legacy_io.is_text_path(name) if text is None else text)
 
@@ -92,30 +112,32 @@ def _looks_like_json(name: str) -> bool:
 
 def dumps(program: AnyProgram, text: bool = False, readable: bool = False) -> bytes:
     """The program's bytes in its own IR's format (`text`: legacy text format; `readable`: indented PIR)."""
-    if isinstance(program, pir.Program):
+    if is_pir(program):
         if text:
             raise ArgumentError("a PIR program is JSON: text=True is for legacy programs (readable=True indents it)")
-        return pir.dumps(program, readable)
+        return _pir().dumps(program, readable)
     return legacy_io.dumps(program, text)
 
 
 def save(program: AnyProgram, path: PathLike, text: bool | None = None, readable: bool = False) -> None:
     """Write the program atomically in its own IR's format (see `dumps`)."""
-    if isinstance(program, pir.Program):
+    if is_pir(program):
         if text:
             raise ArgumentError("a PIR program is JSON: text=True is for legacy programs (readable=True indents it)")
-        pir.save(program, path, readable)
+        _pir().save(program, path, readable)
         return
     legacy_io.save(program, path, text)
 
 
 def is_pir(program: object) -> bool:
-    return isinstance(program, pir.Program)
+    # no PIR program exists before pybackward.pir is imported: don't import it to say so
+    model = sys.modules.get("pybackward.pir.model")
+    return model is not None and isinstance(program, model.Program)
 
 
 def require_legacy(program: AnyProgram, what: str, source: str | None = None) -> Program:
     """The program, if it is a legacy one; a clear refusal for a PIR program where only legacy ones work yet."""
-    if isinstance(program, pir.Program):
+    if is_pir(program):
         raise ArgumentError(f"{source or 'the program'}: is a PIR program (Paddle 3.x's JSON format); {what} "
                             "takes legacy ProgramDesc programs only so far (show, diff, dot, convert, run and check "
                             "take PIR programs; Paddle writes the legacy format under FLAGS_enable_pir_api=0)")

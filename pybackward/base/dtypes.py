@@ -1,30 +1,39 @@
-"""Paddle's VarType.Type data types and their NumPy equivalents."""
+"""Paddle's VarType.Type data types and their NumPy equivalents.
+
+NumPy is imported the first time a NumPy dtype is asked for, not with this
+module: loading, showing and differentiating programs never need it.
+"""
 from __future__ import annotations
 
-import numpy as np
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from .._proto import framework_pb2 as pb
 from .errors import UnsupportedDtypeError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 VarType = pb.VarType
 
-_TO_NUMPY: dict[int, np.dtype] = {
-    VarType.BOOL: np.dtype(np.bool_),
-    VarType.INT16: np.dtype(np.int16),
-    VarType.INT32: np.dtype(np.int32),
-    VarType.INT64: np.dtype(np.int64),
-    VarType.FP16: np.dtype(np.float16),
-    VarType.FP32: np.dtype(np.float32),
-    VarType.FP64: np.dtype(np.float64),
-    VarType.UINT8: np.dtype(np.uint8),
-    VarType.INT8: np.dtype(np.int8),
-    VarType.COMPLEX64: np.dtype(np.complex64),
-    VarType.COMPLEX128: np.dtype(np.complex128),
-    VarType.UINT16: np.dtype(np.uint16),
-    VarType.UINT32: np.dtype(np.uint32),
-    VarType.UINT64: np.dtype(np.uint64),
+_NUMPY_NAMES = {
+    VarType.BOOL: "bool", VarType.INT16: "int16", VarType.INT32: "int32", VarType.INT64: "int64",
+    VarType.FP16: "float16", VarType.FP32: "float32", VarType.FP64: "float64", VarType.UINT8: "uint8",
+    VarType.INT8: "int8", VarType.COMPLEX64: "complex64", VarType.COMPLEX128: "complex128",
+    VarType.UINT16: "uint16", VarType.UINT32: "uint32", VarType.UINT64: "uint64",
 }
-_FROM_NUMPY: dict[np.dtype, int] = {v: k for k, v in _TO_NUMPY.items()}
+
+
+@lru_cache(maxsize=1)
+def _to_numpy() -> dict[int, "np.dtype"]:
+    import numpy as np
+    return {k: np.dtype(v) for k, v in _NUMPY_NAMES.items()}
+
+
+@lru_cache(maxsize=1)
+def _from_numpy() -> dict["np.dtype", int]:
+    return {v: k for k, v in _to_numpy().items()}
+
 
 #: Paddle's names for data types, as `paddle.float32` spells them.
 _NAMES = {
@@ -51,7 +60,17 @@ TENSOR_VAR_TYPES = {
 def to_numpy(data_type: int) -> np.dtype:
     """NumPy dtype of a VarType.Type value (bfloat16 and fp8 have none)."""
     try:
-        return _TO_NUMPY[data_type]
+        return _to_numpy()[data_type]
+    except KeyError:
+        raise UnsupportedDtypeError(f"data type {type_name(data_type)} has no NumPy equivalent; "
+                                    "the interpreter cannot hold its values") from None
+
+
+def numpy_name(data_type: int) -> str:
+    """NumPy's name of a VarType.Type value ('float32'), without importing NumPy:
+    `str(to_numpy(t))` for listings (UnsupportedDtypeError where it has none)."""
+    try:
+        return _NUMPY_NAMES[data_type]
     except KeyError:
         raise UnsupportedDtypeError(f"data type {type_name(data_type)} has no NumPy equivalent; "
                                     "the interpreter cannot hold its values") from None
@@ -65,8 +84,9 @@ def from_any(dtype) -> int:
         return dtype
     if isinstance(dtype, str) and dtype in _NAMES:
         return _NAMES[dtype]
+    import numpy as np
     try:
-        return _FROM_NUMPY[np.dtype(dtype)]
+        return _from_numpy()[np.dtype(dtype)]
     except (TypeError, KeyError):
         raise ValueError(f"unsupported data type {dtype!r}") from None
 

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..base.attrs import decode
 from ..base.errors import ExecutionError, UnknownOpError
+
+if TYPE_CHECKING:   # annotations only: the registry runs without NumPy until a kernel runs
+    import numpy as np
 
 GRAD_SUFFIX = "@GRAD"
 EMPTY_VAR_NAME = "@EMPTY@"
@@ -324,6 +326,18 @@ class OpDef:
     def has_grad(self) -> bool:
         return self.grad is not None
 
+    @property
+    def has_kernel(self) -> bool:
+        """Whether it has a NumPy kernel (an IndexedOpDef says so without importing its family)."""
+        return self.kernel is not None
+
+    @property
+    def grad_kind(self) -> str | None:
+        """None (no grad), "spec" (a GradSpec) or "maker" (anything else): said
+        without importing the family, where `grad` may import it."""
+        g = self.grad
+        return None if g is None else "spec" if isinstance(g, GradSpec) else "maker"
+
     def make_grad(self, fwd: FwdOp) -> list[GradOp]:
         if self.grad is None:
             return []
@@ -343,6 +357,12 @@ _REGISTRY: dict[str, OpDef] = {}
 def register(op: OpDef) -> OpDef:
     """Declare an op type (and, through its GradSpec, its grad op type)."""
     known = _REGISTRY.get(op.type)
+    if known is None and _index is not None and not _index.loading and _index.knows(op.type):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if not caller.startswith(__name__.rpartition(".")[0] + "."):
+            # not a family declaring its own op (a user's): the family's declaration comes first
+            _index.load(op.type)
+            known = _REGISTRY.get(op.type)
     if known is not None and not _implied(known):
         raise ValueError(f"op type {op.type!r} registered twice")
     if known is not None:   # declared in full after another op's grad implied it
@@ -386,27 +406,190 @@ def _implied(d: OpDef) -> bool:
 
 def get(op_type: str) -> OpDef:
     """The OpDef of a type; UnknownOpError (listing close names) if none."""
-    try:
-        return _REGISTRY[op_type]
-    except KeyError:
-        import difflib
-        close = difflib.get_close_matches(op_type, list(_REGISTRY), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise UnknownOpError(f"unknown op type '{op_type}': pybackward does not support it "
-                             f"({len(_REGISTRY)} op types are registered; `pybackward ops` lists them{hint})") from None
+    d = _REGISTRY.get(op_type)
+    if d is None and _index is not None:
+        d = _index.resolve(op_type)
+    if d is not None:
+        return d
+    import difflib
+    names = set(_REGISTRY) | set(_index.known_types() if _index is not None else ())
+    close = difflib.get_close_matches(op_type, sorted(names), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise UnknownOpError(f"unknown op type '{op_type}': pybackward does not support it "
+                         f"({len(names)} op types are registered; `pybackward ops` lists them{hint})")
 
 
 def all_registered() -> dict[str, OpDef]:
-    """The op types registered so far (for modules that register while loading)."""
+    """The op types registered so far (for modules that register while loading):
+    the families imported so far, and the user's own; `all_ops` imports all."""
     return _REGISTRY
 
 
 def find(op_type: str) -> OpDef | None:
-    return _REGISTRY.get(op_type)
+    """The OpDef of a type, or None if no family and no user declares it."""
+    d = _REGISTRY.get(op_type)
+    if d is None and _index is not None:
+        d = _index.resolve(op_type)
+    return d
+
+
+def known_ops() -> dict[str, OpDef]:
+    """Every op type, sorted, importing no family: the registered OpDefs and,
+    for the other types, the index's IndexedOpDefs (read `has_kernel`, not
+    `kernel`, to list them without importing their families)."""
+    out = dict(_REGISTRY)
+    if _index is not None:
+        for t in _index.known_types():
+            if t not in out:
+                out[t] = _index.resolve(t)
+    return dict(sorted(out.items()))
 
 
 def all_ops() -> dict[str, OpDef]:
+    """Every op type, sorted, as its family declares it: imports every family
+    first (`ops --coverage`, opcheck and the registry-wide tests need their
+    code; `known_ops` lists them without)."""
+    if _index is not None:
+        _index.load_all()
     return dict(sorted(_REGISTRY.items()))
+
+
+# --------------------------------------------------------------------------
+# The index: op types known before their families are imported
+# --------------------------------------------------------------------------
+class OpIndex:
+    """What the registry asks of the index `pybackward/ops/__init__.py` installs."""
+
+    def resolve(self, op_type: str) -> OpDef | None:   # pragma: no cover - interface
+        """The OpDef of a type not registered yet (an IndexedOpDef), or None."""
+        raise NotImplementedError
+
+    def load(self, op_type: str) -> OpDef:   # pragma: no cover - interface
+        """Import the family of a type; its real OpDef."""
+        raise NotImplementedError
+
+    def load_all(self) -> None:   # pragma: no cover - interface
+        raise NotImplementedError
+
+    def known_types(self) -> Iterable[str]:   # pragma: no cover - interface
+        raise NotImplementedError
+
+    def knows(self, op_type: str) -> bool:   # pragma: no cover - interface
+        raise NotImplementedError
+
+    #: True while the index imports families (their registrations are the declarations).
+    loading: bool = False
+
+
+_index: OpIndex | None = None
+
+
+def set_index(index: OpIndex | None) -> None:
+    """Install the index of op types -> families (None: every family is registered)."""
+    global _index
+    _index = index
+
+
+#: The OpDef fields that hold code, read from the family when first asked for.
+CODE_FIELDS = ("kernel", "samples", "structure_check")
+
+
+class DeferredMaker:
+    """A grad maker function of a family not imported yet (`OpDef.grad`, or a
+    `GradSpec.grad`, of `op_type`): imports the family when first called."""
+
+    __slots__ = ("op_type",)
+
+    def __init__(self, op_type: str):
+        self.op_type = op_type
+
+    def __call__(self, fwd: FwdOp) -> list[GradOp]:
+        return _index.load(self.op_type).make_grad(fwd)
+
+    def __repr__(self) -> str:
+        return f"DeferredMaker({self.op_type!r})"
+
+
+def _code_property(name: str) -> property:
+    def fget(self: "IndexedOpDef") -> Any:
+        return getattr(self.real(), name) if name in self._code else None
+
+    def fset(self: "IndexedOpDef", value: Any) -> None:
+        setattr(self.real(), name, value)
+    return property(fget, fset, doc=f"`{name}` of the family's OpDef (imports the family).")
+
+
+class IndexedOpDef(OpDef):
+    """An op type as the index describes it, before its family is imported.
+
+    Its data fields (slots, grad specs and templates, flags) are the family's
+    OpDef's, read from the index; its code fields (`kernel`, `samples`,
+    `structure_check`, and `grad` where that is a maker function) import the
+    family when first read and answer from the real OpDef."""
+
+    def __init__(self, fields: Mapping[str, Any], code: Iterable[str],
+                 differentiable: Sequence[str] | None = None, record: Mapping[str, Any] | None = None):
+        for f in dataclasses.fields(OpDef):
+            if f.name not in CODE_FIELDS and f.name != "grad":
+                default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                object.__setattr__(self, f.name, fields.get(f.name, default))
+        self.__dict__["_grad"] = fields.get("grad")
+        self.__dict__["_code"] = frozenset(code)
+        self.__dict__["_real"] = None
+        self.__dict__["_differentiable"] = None if differentiable is None else tuple(differentiable)
+        #: The index record it was read from.
+        self.__dict__["record"] = dict(record or {})
+
+    def real(self) -> OpDef:
+        """The family's OpDef (importing the family)."""
+        if self._real is None:
+            self.__dict__["_real"] = _index.load(self.type)
+        return self._real
+
+    kernel = _code_property("kernel")
+    samples = _code_property("samples")
+    structure_check = _code_property("structure_check")
+
+    @property
+    def grad(self) -> Any:
+        return self.real().grad if "grad" in self._code else self._grad
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        setattr(self.real(), "grad", value)
+
+    @property
+    def has_grad(self) -> bool:
+        return "grad" in self._code or self._grad is not None
+
+    @property
+    def grad_kind(self) -> str | None:
+        if "grad" in self._code:
+            return "maker"
+        return None if self._grad is None else "spec" if isinstance(self._grad, GradSpec) else "maker"
+
+    @property
+    def has_kernel(self) -> bool:
+        if self._real is not None:
+            return self._real.kernel is not None
+        return "kernel" in self._code
+
+    @property
+    def differentiable_inputs(self) -> tuple[str, ...] | None:
+        if "grad" in self._code:   # a maker function's, recorded in the index
+            return self._differentiable
+        return getattr(self._grad, "differentiable_inputs", None)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the family has been imported (for the start-up tests)."""
+        return self._real is not None
+
+    def __repr__(self) -> str:
+        return f"IndexedOpDef({self.type!r}, family={self.family!r})"
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
 
 # --------------------------------------------------------------------------

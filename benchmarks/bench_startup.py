@@ -1,0 +1,172 @@
+"""Start-up: what a user waits for on every command, beside the floor, in one run (issue #37).
+
+    python benchmarks/bench_startup.py [--repeat 7] [--json results.json] [--before DIR]
+
+Each row is a whole process, run `--repeat` times in interleaved rounds (best
+wall time, the CPU time of that best run, and the median wall time), all in
+one run so the ratios compare like with like on a shared machine:
+
+| row | what the process does |
+|---|---|
+| python | `python -c pass`: the interpreter and site alone |
+| floor | start Python, import the protobuf bindings (loaded from their file, as bench_backward's floor), parse LeNet's forward program, parse and serialise its output (the golden backward program) and write it |
+| import numpy | `python -c "import numpy"`: what any import of NumPy costs |
+| `pybackward --help` | the CLI's help |
+| `pybackward show` | LeNet's listing |
+| `pybackward append` | LeNet's backward section, written |
+| `pybackward run` | one forward run of LeNet (kernels: NumPy and the families, for comparison) |
+| before: ... | with `--before DIR`: `--help` and `append` of the checkout in DIR |
+
+`--before DIR` adds the `--help` and `append` rows of another checkout's
+`pybackward/` and `cli/` (e.g. `git archive HEAD pybackward cli | tar -x -C
+DIR`), run from DIR through PYTHONPATH in the same run: the before/after.
+
+Targets (issue #37): `--help` <= 0.12 s, `append` <= 3x the floor. Bytecode is
+compiled once before timing (into a temporary `PYTHONPYCACHEPREFIX`, so the
+checkout is not touched): an installed package runs from its .pyc files.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LENET = ROOT / "testdata" / "models" / "lenet"
+PB2 = ROOT / "pybackward" / "_proto" / "framework_pb2.py"
+
+FLOOR = r"""
+import importlib.util, os, sys, tempfile
+spec = importlib.util.spec_from_file_location("framework_pb2", sys.argv[4])
+pb = importlib.util.module_from_spec(spec); spec.loader.exec_module(pb)
+src, out_model, dst = sys.argv[1], sys.argv[2], sys.argv[3]
+d = pb.ProgramDesc(); d.ParseFromString(open(src, "rb").read())
+o = pb.ProgramDesc(); o.ParseFromString(open(out_model, "rb").read())   # the stand-in output
+data = o.SerializeToString()
+fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst))
+with os.fdopen(fd, "wb") as f:
+    f.write(data); f.flush(); os.fsync(f.fileno())
+os.replace(tmp, dst)
+"""
+
+#: Runs argv as its only child and reports the child's wall and CPU time exactly.
+WRAP = r"""
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+wall = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": p.returncode, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime,
+                  "err": p.stderr.decode()[-500:]}))
+"""
+
+
+def _env(cache: str) -> dict:
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=cache)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def run_once(argv: list[str], env: dict, ok=(0,)) -> dict:
+    """One whole process: its wall and CPU time."""
+    r = subprocess.run([sys.executable, "-c", WRAP, *argv], capture_output=True, text=True, env=env)
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    if res["rc"] not in ok:
+        raise RuntimeError(f"{' '.join(argv)} exited {res['rc']}: {res['err']}")
+    return res
+
+
+def measure_all(rows: list[tuple[str, list[str], dict]], repeat: int) -> dict:
+    """Each row `repeat` times, interleaved (row 1, row 2, ..., then again), so a
+    load that comes and goes on a shared machine weighs on every row alike; per
+    row the best wall time, that run's CPU time, and the median wall time. One
+    warm-up round first (it compiles the bytecode)."""
+    runs: dict[str, list[dict]] = {name: [] for name, _, _ in rows}
+    for i in range(repeat + 1):
+        for name, argv, env in rows:
+            res = run_once(argv, env)
+            if i:
+                runs[name].append(res)
+    out = {}
+    for name, rs in runs.items():
+        best = min(rs, key=lambda r: r["wall"])
+        walls = sorted(r["wall"] for r in rs)
+        out[name] = {"wall": best["wall"], "cpu": best["cpu"], "median": walls[len(walls) // 2], "walls": walls}
+    return out
+
+
+def cli() -> list[str]:
+    return [sys.executable, "-m", "pybackward_cli.main"]
+
+
+def before_env(env: dict, tree: str) -> dict:
+    """`env` running the checkout in `tree` (its pybackward/ and cli/, as pybackward_cli)."""
+    link = Path(tree) / "pybackward_cli"
+    if not link.exists():
+        link.symlink_to("cli")
+    return dict(env, PYTHONPATH=tree)
+
+
+def machine() -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
+            f"load {load:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="a tree holding another version's pybackward/ and cli/: its --help and append too")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="bench_startup_")
+    try:
+        env = _env(os.path.join(tmp, "pycache"))
+        fwd, bwd = str(LENET / "forward.pb"), str(LENET / "backward.pb")
+        out = os.path.join(tmp, "out.pb")
+        rows = [
+            ("python", [sys.executable, "-c", "pass"], env),
+            ("floor", [sys.executable, "-c", FLOOR, fwd, bwd, os.path.join(tmp, "floor.pb"), str(PB2)], env),
+            ("import numpy", [sys.executable, "-c", "import numpy"], env),
+            ("pybackward --help", [*cli(), "--help"], env),
+            ("pybackward show", [*cli(), "show", fwd], env),
+            ("pybackward append", [*cli(), "append", "--loss", "mean_0.tmp_0", fwd, out], env),
+            ("pybackward run", [*cli(), "run", fwd], env),
+        ]
+        if args.before:
+            benv = before_env(env, os.path.abspath(args.before))
+            rows += [("before: pybackward --help", [*cli(), "--help"], benv),
+                     ("before: pybackward append",
+                      [*cli(), "append", "--loss", "mean_0.tmp_0", fwd, out + ".before"], benv)]
+        results = measure_all(rows, args.repeat)
+        if Path(out).read_bytes() != Path(bwd).read_bytes():
+            raise RuntimeError("append's output differs from testdata/models/lenet/backward.pb")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    floor = results["floor"]["wall"]
+    floor_cpu = results["floor"]["cpu"]
+    print(f"machine: {machine()}; best of {args.repeat} interleaved rounds (after a warm-up), whole process, LeNet")
+    print("| process | wall s (best) | CPU s | wall s (median) | / floor (wall) | / floor (CPU) | target |")
+    print("|---|---|---|---|---|---|---|")
+    targets = {"pybackward --help": "<= 0.12 s", "pybackward append": "<= 3x floor"}
+    for name, r in results.items():
+        print(f"| {name} | {r['wall']:.3f} | {r['cpu']:.3f} | {r['median']:.3f} | {r['wall'] / floor:.2f}x | "
+              f"{r['cpu'] / floor_cpu:.2f}x | {targets.get(name, '')} |")
+    ok_help = results["pybackward --help"]["wall"] <= 0.12
+    ok_append = results["pybackward append"]["wall"] <= 3 * floor
+    print(f"--help {'meets' if ok_help else 'misses'} 0.12 s; append {'meets' if ok_append else 'misses'} "
+          f"3x the floor ({results['pybackward append']['wall'] / floor:.2f}x)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine(), "repeat": args.repeat,
+                                               "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
