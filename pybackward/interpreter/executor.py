@@ -14,8 +14,11 @@ runs; everything else lives in a per-run child scope.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import glob
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -26,7 +29,7 @@ from ..base import _args
 from ..base import attrs as _attrs
 from ..base import dtypes
 from ..base.errors import ArgumentTypeError, ExecutionError, ExecutionLimitError, PyBackwardError, where
-from ..base.files import write_atomic
+from ..base.files import check_regular_input, read_input_file, write_atomic
 from ..backward.emit import find_var_desc
 from ..ops import registry
 from ..ops.paddle_data import paddle_runs_on_cpu
@@ -91,6 +94,153 @@ class Scope:
 _MISSING = object()
 
 
+# -- time limit ---------------------------------------------------------------
+class _Interrupted(BaseException):
+    """Raised in the running thread when its run passes its time limit
+    inside an op (a BaseException, so no kernel's `except Exception` eats it)."""
+
+
+#: Seconds past the time limit at which the watchdog interrupts an op: the
+#: checks between the ops of block 0 and at each `while` step get the first
+#: chance (their messages name the op or the step), the watchdog ends what
+#: they cannot reach (one long op). A run stops within its limit plus this,
+#: plus the NumPy call under way.
+WATCHDOG_GRACE = 0.25
+
+#: CPython's PyThreadState_SetAsyncExc (None elsewhere: only the checks between ops remain).
+_set_async_exc = getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
+
+
+class _Watchdog:
+    """Interrupts a run that passes its time limit, even inside one long op.
+
+    The executor checks the deadline before each op of every block and at
+    each step of a `while`; an op that runs long by itself (a Python loop in
+    a kernel) would still be waited for. A timer thread raises _Interrupted
+    in the running thread when the time is up, at the thread's next bytecode
+    (a single NumPy call still runs to its end), and again every `again`
+    seconds until the executor disarms it: an exception raised where Python
+    discards it (a weakref callback, a `__del__`) is not the end of it.
+    `disarm` stops the timer and clears an exception not yet delivered, so
+    nothing is raised after it returns.
+    """
+
+    def __init__(self, seconds: float, again: float = 0.1) -> None:
+        self._lock = threading.Lock()
+        self._armed, self._fired = True, False
+        self._tid = threading.get_ident()
+        self._again = again
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(seconds,), daemon=True,
+                                        name="pybackward-timeout")
+        self._thread.start()
+
+    def _watch(self, seconds: float) -> None:
+        wait = seconds
+        while not self._stop.wait(wait):
+            with self._lock:
+                if not self._armed or _set_async_exc is None:
+                    return
+                self._fired = True
+                _set_async_exc(ctypes.c_ulong(self._tid), ctypes.py_object(_Interrupted))
+            wait = self._again
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+            if self._fired:
+                _set_async_exc(ctypes.c_ulong(self._tid), None)
+        self._stop.set()
+
+
+# -- BLAS threads -----------------------------------------------------------
+# NumPy's OpenBLAS starts one thread per core and, after each GEMM, keeps its
+# workers spinning for a while. The interpreter interleaves many small GEMMs
+# with single-threaded NumPy work, so the spinning workers take the cores
+# the next ops need: on the 2-core benchmark machine googlenet's step took
+# 213 ms with 2 BLAS threads and 59 ms with one (benchmarks/README.md). A
+# run therefore caps OpenBLAS at `Executor(blas_threads=...)` threads (1 by
+# default) and restores the caller's setting afterwards; a NumPy built on
+# another BLAS is left alone.
+_BLAS_SET = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+             "openblas_set_num_threads64_", "openblas_set_num_threads")
+_BLAS_GET = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+             "openblas_get_num_threads64_", "openblas_get_num_threads")
+_blas_lock = threading.Lock()
+_blas_state: dict[str, Any] = {"api": None, "depth": 0, "saved": None}
+
+
+def _find_blas() -> list[tuple[Any, Any]]:
+    """(get, set) of each OpenBLAS loaded in the process (NumPy's, and any
+    other a library brought), through ctypes; empty if there is none."""
+    paths: list[str] = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and "/" in ln})
+    except OSError:
+        pass
+    if not paths:
+        base = os.path.dirname(os.path.dirname(np.__file__))
+        for pat in ("numpy.libs/*openblas*", "numpy/.dylibs/*openblas*", "numpy.libs/*openblas*.dll"):
+            paths += glob.glob(os.path.join(base, pat))
+    found = []
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        get = next((getattr(lib, n) for n in _BLAS_GET if hasattr(lib, n)), None)
+        set_ = next((getattr(lib, n) for n in _BLAS_SET if hasattr(lib, n)), None)
+        if get is not None and set_ is not None:
+            get.restype, get.argtypes = ctypes.c_int, []
+            set_.restype, set_.argtypes = None, [ctypes.c_int]
+            found.append((get, set_))
+    return found
+
+
+def _blas_api() -> list[tuple[Any, Any]]:
+    if _blas_state["api"] is None:
+        _blas_state["api"] = _find_blas()
+    return _blas_state["api"]
+
+
+def _blas_enter(threads: int | None) -> bool:
+    """Cap the process's OpenBLAS threads at `threads` for a run (the
+    outermost run sets, the last one out restores); True if capped."""
+    if threads is None:
+        return False
+    with _blas_lock:
+        st = _blas_state
+        api = _blas_api()
+        if not api:
+            return False
+        if st["depth"] == 0:
+            st["saved"] = [get() for get, _ in api]
+            for (_, set_), was in zip(api, st["saved"]):
+                if was != threads:
+                    set_(threads)
+        st["depth"] += 1
+        return True
+
+
+def _blas_exit() -> None:
+    with _blas_lock:
+        st = _blas_state
+        st["depth"] -= 1
+        if st["depth"] == 0 and st["saved"] is not None:
+            for (get, set_), was in zip(st["api"], st["saved"]):
+                if get() != was:
+                    set_(was)
+            st["saved"] = None
+
+
+def blas_threads() -> int | None:
+    """The number of threads NumPy's OpenBLAS uses now (None: no OpenBLAS found)."""
+    with _blas_lock:
+        api = _blas_api()
+    return api[0][0]() if api else None
+
+
 @dataclasses.dataclass
 class _Step:
     index: int
@@ -138,6 +288,11 @@ class OpEnv:
         """The LoD the run holds for a var (a tensor array's: `ArrayLoDs`), or None."""
         return self.executor._lods.get(name)
 
+    def is_read(self, name: str) -> bool:
+        """Whether some op of the program (any block) reads var `name`: a
+        `while` keeps its step scopes only when a `while_grad` reads them."""
+        return name in self.executor._read_names(self.program)
+
     @property
     def max_while_steps(self) -> int | None:
         """The executor's step limit per `while` op (None: the op family's default)."""
@@ -162,14 +317,26 @@ class OpEnv:
                                  f"({root})")
         return target
 
-    def read_tensors(self, op_type: str, path: str) -> list[tuple[np.ndarray, list[list[int]]]]:
-        """The tensors of a file in Paddle's format (`save` / `save_combine`), in order."""
+    def read_bytes(self, op_type: str, path: str) -> bytes:
+        """The bytes of the file an op's `file_path` names (inside the `files`
+        directory), read as every other input is (`base.files.read_input_file`):
+        a regular file only - a FIFO or a device in DIR is refused without
+        blocking on it or reading it, so `--timeout` is never needed to stop it."""
         target = self.file_path(op_type, path)
         try:
-            data = target.read_bytes()
+            os.stat(target)
         except OSError as e:
             raise ExecutionError(f"op {op_type}: cannot read {path!r}: {e.strerror or e}") from None
-        return decode_tensors(data, label=str(target))
+        try:
+            return read_input_file(target, ExecutionError)
+        except ExecutionError as e:
+            reason = str(e).removeprefix(f"{target}: ").removeprefix("cannot read: ")
+            raise ExecutionError(f"op {op_type}: cannot read {path!r}: {reason}") from None
+
+    def read_tensors(self, op_type: str, path: str) -> list[tuple[np.ndarray, list[list[int]]]]:
+        """The tensors of a file in Paddle's format (`save` / `save_combine`), in order."""
+        data = self.read_bytes(op_type, path)
+        return decode_tensors(data, label=str(self.file_path(op_type, path)))
 
     def write_tensors(self, op_type: str, path: str, tensors: Sequence[tuple[np.ndarray, Any]],
                       overwrite: bool = True) -> None:
@@ -177,6 +344,14 @@ class OpEnv:
         target = self.file_path(op_type, path)
         if target.exists() and not overwrite:
             raise ExecutionError(f"op {op_type}: {path!r} exists and the op's overwrite attr is false")
+        if os.path.lexists(target):
+            # The regular-file rule of inputs holds for outputs here too: writing through a FIFO
+            # would block until a reader comes, a device would take the values.
+            try:
+                check_regular_input(target, ExecutionError)
+            except ExecutionError as e:
+                reason = str(e).removeprefix(f"{target}: ")
+                raise ExecutionError(f"op {op_type}: cannot write {path!r}: {reason}") from None
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, b"".join(encode_tensor(a, lod or ()) for a, lod in tensors))
 
@@ -187,19 +362,24 @@ class Executor:
     `max_while_steps` bounds the steps of each run of a `while` op (None: the
     default, `ops.control_flow.MAX_WHILE_STEPS`); `timeout` bounds each `run`
     in seconds (None: no limit), checked between the ops of block 0 and at
-    each step of a `while`. Either limit ends the run with an
+    each step of a `while`, and enforced inside a long op by a watchdog
+    thread WATCHDOG_GRACE seconds later. Either limit ends the run with an
     ExecutionLimitError naming the op and the step reached.
     `progress`, if given, is called as `progress(done, total, op_type)` before
     each op of block 0 (the CLI draws its progress line with it). `files`
     is the directory the program's save / load ops may read and write (their
     relative `file_path`s are taken from it); without it they are refused,
-    so running a program never touches a file it names.
+    so running a program never touches a file it names. `blas_threads`
+    caps NumPy's OpenBLAS threads during a run (1 by default: many small
+    GEMMs between single-threaded NumPy ops run fastest on one thread;
+    None leaves the caller's setting); the caller's setting is restored
+    when the run ends.
     """
 
     def __init__(self, seed: int = 0, check_nan: bool = False, max_while_steps: int | None = None,
                  timeout: float | None = None,
                  progress: Callable[[int, int, str], None] | None = None,
-                 files: str | os.PathLike | None = None) -> None:
+                 files: str | os.PathLike | None = None, blas_threads: int | None = 1) -> None:
         self.rng = np.random.default_rng(_args.integer(seed, "seed", minimum=0, allow_none=True))
         self.check_nan = _args.flag(check_nan, "check_nan")
         self.max_while_steps = _args.integer(max_while_steps, "max_while_steps", minimum=1, allow_none=True)
@@ -210,7 +390,9 @@ class Executor:
         self.progress = progress
         #: The directory the program's save / load ops may use (None: no file access).
         self.files = None if files is None else Path(_args.path(files, "files")).resolve()
+        self.blas_threads = _args.integer(blas_threads, "blas_threads", minimum=1, allow_none=True)
         self._deadline: float | None = None
+        self._watchdog: _Watchdog | None = None
         self._plans: dict[tuple, Any] = {}
         #: Var name -> LoD (Paddle's offset lists) for the vars of the last run that have one.
         self._lods: dict[str, list[list[int]]] = {}
@@ -230,11 +412,28 @@ class Executor:
         self._lods = {}
         self._place_feeds(program, block, feed or {}, scope, local)
         self.peak_bytes = 0
+        if self.timeout is not None:
+            # the op families this program needs are imported before the clock starts
+            from .. import ops
+            ops.load_families({op.type for b in program.blocks for op in b.ops})
         self._deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        capped = _blas_enter(self.blas_threads)
         try:
-            self._run_block(block, local, root=scope)
+            try:
+                if self.timeout is not None:
+                    self._watchdog = _Watchdog(self.timeout + WATCHDOG_GRACE)
+                self._run_block(block, local, root=scope)
+            finally:
+                self._disarm()
+        except _Interrupted:
+            self._disarm()
+            raise ExecutionLimitError(f"{where(program.source, 0)}: timed out: the run took longer than its "
+                                      f"time limit of {self.timeout:g} s (--timeout / Executor(timeout=...))"
+                                      ) from None
         finally:
             self._deadline = None
+            if capped:
+                _blas_exit()
         out = []
         for f in fetch_list or ():
             name = f.name if isinstance(f, Variable) else f
@@ -244,6 +443,12 @@ class Executor:
                                      "no op computed it and it was not fed")
             out.append(np.asarray(v) if return_numpy and not isinstance(v, list) else v)
         return out
+
+    def _disarm(self) -> None:
+        """Stop the run's watchdog (no _Interrupted is raised after this returns)."""
+        dog, self._watchdog = self._watchdog, None
+        if dog is not None:
+            dog.disarm()
 
     def reseed(self, seed: int | None) -> None:
         """Draw the random numbers of later runs afresh from `seed`, as a new
@@ -300,6 +505,15 @@ class Executor:
         names = self._plans.get(key)
         if names is None:
             names = [v.name for v in block.vars.values() if v.type in _LIST_VAR_TYPES]
+            self._plans[key] = names
+        return names
+
+    def _read_names(self, program: Program) -> frozenset[str]:
+        """The names some op of `program` reads (looked up once per program shape)."""
+        key = (id(program.desc), "read", tuple(len(b.ops) for b in program.blocks))
+        names = self._plans.get(key)
+        if names is None:
+            names = frozenset(n for b in program.blocks for op in b.ops for n in op.input_arg_names)
             self._plans[key] = names
         return names
 
@@ -410,6 +624,11 @@ class Executor:
             except PyBackwardError as e:
                 cls = ExecutionLimitError if isinstance(e, ExecutionLimitError) else ExecutionError
                 raise cls(f"{where(program.source, block.idx, step.index, step.op_type)}: {e}") from None
+            except _Interrupted:
+                self._disarm()
+                raise ExecutionLimitError(f"{where(program.source, block.idx, step.index, step.op_type)}: "
+                                          f"timed out in this op: the run took longer than its time limit "
+                                          f"of {self.timeout:g} s (--timeout / Executor(timeout=...))") from None
             except KeyboardInterrupt as e:       # say where the run was, innermost op first
                 e.add_note(f"at {where(program.source, block.idx, step.index, step.op_type)}")
                 raise

@@ -47,9 +47,10 @@ _EXTRA_ATTRS = {"conditional_block": ("skip_eager_deletion_vars",),
 
 #: Guard against a `while` whose condition never turns false: the default
 #: limit on the steps of one run of a `while` op (`Executor(max_while_steps=)`,
-#: `pybackward run --max-steps`). Each step keeps a step scope for while_grad,
-#: so the limit also bounds the memory a runaway loop takes.
-MAX_WHILE_STEPS = 10_000
+#: `pybackward run --max-steps`). Each step keeps a step scope when a while_grad
+#: reads them (a forward-only run keeps none), so the limit also bounds the
+#: memory a runaway loop takes.
+from ...base.limits import MAX_WHILE_STEPS  # noqa: E402,F401  (set there, for the CLI's help)
 
 
 # --------------------------------------------------------------------------
@@ -427,7 +428,15 @@ def _while(c: Call):
         return _scalar_true(v, f"the condition '{cond_name}'")
 
     is_test = bool(c.attr("is_test", False))
-    no_copy = set() if is_test else _no_copy_names(program, sub)
+    # The step scopes (and the copies of X each keeps) are for while_grad
+    # alone: kept only when an op reads this op's StepScopes, so a forward
+    # run keeps one step alive at a time however many steps (or nested
+    # steps) it takes.
+    keep = not is_test
+    reads = getattr(env, "is_read", None)
+    if keep and reads is not None:
+        keep = any(reads(n) for n in c.outs.get("StepScopes", ()) if n != EMPTY_VAR_NAME)
+    no_copy = _no_copy_names(program, sub) if keep else set()
     steps: list[Any] = []
     n = 0
     limit = env.max_while_steps or MAX_WHILE_STEPS
@@ -440,7 +449,7 @@ def _while(c: Call):
         env.check_deadline(f"at step {n} of the loop")
         step = scope.child()
         saved = {}
-        if not is_test:
+        if keep:
             for name in x_names:
                 if name not in no_copy:
                     v = scope.get(name)
@@ -452,7 +461,7 @@ def _while(c: Call):
             e.add_note(f"in step {n} of the loop")
             raise
         step.vars.update(saved)
-        if not is_test:
+        if keep:
             steps.append(step)
     return {"StepScopes": [steps]}
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .._precision import matmul64
 from ..registry import Call, GradSpec, OpDef, Sample, register
 
 _LAYOUTS = ("NCHW", "NHWC", "AnyLayout")
@@ -89,16 +88,27 @@ def update_padding(c: Call, in_hw, k_hw, strides, dilations=None):
 
 
 # --------------------------------------------------------------------------
-# im2col / col2im over groups
+# im2col / col2im over groups, NCHW-native
 # --------------------------------------------------------------------------
+# The windows are laid out (N, C, KH, KW, OH, OW): gathering them copies rows
+# along OW (long, regular strides), and the filter's (M, C*KH*KW) matrix times
+# a sample's (C*KH*KW, OH*OW) columns is the sample's NCHW output, with no
+# transpose on either side. Float32 / float16 operands are gathered straight
+# into float64 (one pass) and multiplied there, rounded once (_precision).
+_WIDEN = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def _acc(dtype: np.dtype) -> np.dtype:
+    """The dtype a GEMM of `dtype` operands accumulates in (float64 for float32 / float16)."""
+    return np.dtype(np.float64) if dtype in _WIDEN else dtype
+
+
 def _extent(k: int, d: int) -> int:
     return d * (k - 1) + 1
 
 
-def _im2col(xp: np.ndarray, kh: int, kw: int, s, d, groups: int, out_hw=None):
-    """Windows of padded NCHW `xp` as (G, N*OH*OW, Cg*KH*KW), and OH, OW
-    (at most `out_hw` windows per axis when given)."""
-    n, ch, hp, wp = xp.shape
+def _out_size(xp: np.ndarray, kh: int, kw: int, s, d, out_hw=None) -> tuple[int, int]:
+    hp, wp = xp.shape[2:]
     eh, ew = _extent(kh, d[0]), _extent(kw, d[1])
     if hp < eh or wp < ew:
         raise ValueError(f"convolution: padded input {hp}x{wp} is smaller than the "
@@ -106,21 +116,21 @@ def _im2col(xp: np.ndarray, kh: int, kw: int, s, d, groups: int, out_hw=None):
     oh, ow = (hp - eh) // s[0] + 1, (wp - ew) // s[1] + 1
     if out_hw is not None:
         oh, ow = min(oh, out_hw[0]), min(ow, out_hw[1])
-    bn, bc, bh, bw = xp.strides  # the windows as a read-only strided view, no copy
-    v = as_strided(xp, (n, ch, oh, ow, kh, kw), (bn, bc, bh * s[0], bw * s[1], bh * d[0], bw * d[1]),
-                   writeable=False)
-    cg = ch // groups
-    v = v.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    return v.reshape(groups, n * oh * ow, cg * kh * kw), oh, ow
+    return oh, ow
 
 
-def _col2im(cols: np.ndarray, xp_shape, kh: int, kw: int, s, d, groups: int, oh: int, ow: int):
-    """Scatter-add (G, N*OH*OW, Cg*KH*KW) columns back into a padded NCHW array."""
-    n, ch, hp, wp = xp_shape
-    cg = ch // groups
-    c6 = cols.reshape(groups, n, oh, ow, cg, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
-    c6 = c6.reshape(n, ch, kh, kw, oh, ow)
-    out = np.zeros(xp_shape, dtype=cols.dtype)
+def _windows(xp: np.ndarray, kh: int, kw: int, s, d, oh: int, ow: int) -> np.ndarray:
+    """The windows of padded NCHW `xp` as a read-only strided view (N, C, KH, KW, OH, OW)."""
+    n, ch = xp.shape[:2]
+    bn, bc, bh, bw = xp.strides
+    return as_strided(xp, (n, ch, kh, kw, oh, ow), (bn, bc, bh * d[0], bw * d[1], bh * s[0], bw * s[1]),
+                      writeable=False)
+
+
+def _col2im(c6: np.ndarray, xp_shape, s, d, oh: int, ow: int):
+    """Scatter-add columns (N, C, KH, KW, OH, OW) back into a padded NCHW array."""
+    kh, kw = c6.shape[2:4]
+    out = np.zeros(xp_shape, dtype=c6.dtype)
     if oh * ow < kh * kw:
         # Fewer output positions than kernel taps (a text CNN's full-width
         # filter): one add per output position. Walking them backwards adds
@@ -139,24 +149,6 @@ def _col2im(cols: np.ndarray, xp_shape, kh: int, kw: int, s, d, groups: int, oh:
             wj = j * d[1]
             out[:, :, hi:hi + s[0] * (oh - 1) + 1:s[0], wj:wj + s[1] * (ow - 1) + 1:s[1]] += c6[:, :, i, j]
     return out
-
-
-def _groups_split(y: np.ndarray, groups: int) -> np.ndarray:
-    """NCHW (N, M, OH, OW) -> (G, N*OH*OW, M/G)."""
-    n, m, oh, ow = y.shape
-    return y.reshape(n, groups, m // groups, oh, ow).transpose(1, 0, 3, 4, 2).reshape(groups, n * oh * ow, m // groups)
-
-
-def _groups_merge(yg: np.ndarray, n: int, oh: int, ow: int) -> np.ndarray:
-    """(G, N*OH*OW, Mg) -> NCHW (N, G*Mg, OH, OW)."""
-    g, _, mg = yg.shape
-    return yg.reshape(g, n, oh, ow, mg).transpose(1, 0, 4, 2, 3).reshape(n, g * mg, oh, ow)
-
-
-def _filter_mat(w: np.ndarray, groups: int) -> np.ndarray:
-    """OIHW filter (M, Cg, KH, KW) -> (G, Cg*KH*KW, M/G)."""
-    m, cg, kh, kw = w.shape
-    return w.reshape(groups, m // groups, cg * kh * kw).transpose(0, 2, 1)
 
 
 def _pad(x: np.ndarray, p) -> np.ndarray:
@@ -179,27 +171,71 @@ def _check_groups(xch: int, w: np.ndarray, groups: int, what: str) -> None:
 def conv_forward(x, w, p, s, d, groups, out_hw=None):
     """NCHW convolution of x (N, C, H, W) with OIHW w; p = 4 paddings."""
     _check_groups(x.shape[1], w, groups, "conv2d")
-    cols, oh, ow = _im2col(_pad(x, p), w.shape[2], w.shape[3], s, d, groups, out_hw)
-    return _groups_merge(matmul64(cols, _filter_mat(w, groups)), x.shape[0], oh, ow)
+    n, ch = x.shape[:2]
+    m, cg, kh, kw = w.shape
+    xp = _pad(x, p)
+    oh, ow = _out_size(xp, kh, kw, s, d, out_hw)
+    out_dtype = np.result_type(x, w)
+    acc = _acc(out_dtype)
+    cols = np.empty((n, ch, kh, kw, oh, ow), dtype=acc)
+    np.copyto(cols, _windows(xp, kh, kw, s, d, oh, ow), casting="unsafe")
+    wm = w.reshape(groups, m // groups, cg * kh * kw).astype(acc, copy=False)
+    y = np.matmul(wm, cols.reshape(n, groups, cg * kh * kw, oh * ow))      # (N, G, M/G, OH*OW)
+    return y.reshape(n, m, oh, ow).astype(out_dtype, copy=False)
 
 
 def conv_input_grad(dy, w, x_shape, p, s, d, groups):
-    """d conv / d x: col2im of dy times the filter, cropped to x_shape (NCHW)."""
+    """d conv / d x, cropped to x_shape (NCHW). Stride 1: the convolution
+    of dy, zero-padded, with the flipped filter (a gather and one GEMM, each
+    pixel's grad one sum rounded once); otherwise col2im of dy times the filter."""
     n, ch, h, wd = x_shape
+    m, cg, kh, kw = w.shape
     oh, ow = dy.shape[2], dy.shape[3]
-    cols = matmul64(_groups_split(dy, groups), _filter_mat(w, groups).transpose(0, 2, 1))
-    xp = _col2im(cols, (n, ch, h + p[0] + p[1], wd + p[2] + p[3]), w.shape[2], w.shape[3], s, d, groups, oh, ow)
+    out_dtype = np.result_type(dy, w)
+    acc = _acc(out_dtype)
+    if s[0] == 1 and s[1] == 1:
+        eh, ew = _extent(kh, d[0]), _extent(kw, d[1])
+        # dx[y] = sum_i dy[y + p0 - i*d0] w[i]: dy padded by eh - 1 in front,
+        # read at y + p0 + i'*d0 for the flipped tap i' = kh - 1 - i.
+        dyp = np.zeros((n, m, max(oh + 2 * (eh - 1), p[0] + h + eh - 1),
+                        max(ow + 2 * (ew - 1), p[2] + wd + ew - 1)), dtype=dy.dtype)
+        dyp[:, :, eh - 1:eh - 1 + oh, ew - 1:ew - 1 + ow] = dy
+        bn, bc, bh, bw = dyp.strides
+        v = as_strided(dyp[:, :, p[0]:, p[2]:], (n, m, kh, kw, h, wd), (bn, bc, bh * d[0], bw * d[1], bh, bw),
+                       writeable=False)
+        cols = np.empty((n, m, kh, kw, h, wd), dtype=acc)
+        np.copyto(cols, v, casting="unsafe")
+        mg = m // groups
+        wf = w[:, :, ::-1, ::-1].reshape(groups, mg, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+        wf = wf.reshape(groups, cg, mg * kh * kw).astype(acc)
+        dx = np.matmul(wf, cols.reshape(n, groups, mg * kh * kw, h * wd))    # (N, G, Cg, H*W)
+        return dx.reshape(n, ch, h, wd).astype(out_dtype, copy=False)
+    wt = w.reshape(groups, m // groups, cg * kh * kw).transpose(0, 2, 1).astype(acc, copy=False)
+    dyg = dy.reshape(n, groups, m // groups, oh * ow).astype(acc, copy=False)
+    cols = np.matmul(wt, dyg).astype(out_dtype, copy=False)                # (N, G, Cg*KH*KW, OH*OW)
+    xp = _col2im(cols.reshape(n, ch, kh, kw, oh, ow), (n, ch, h + p[0] + p[1], wd + p[2] + p[3]),
+                 s, d, oh, ow)
     return xp[:, :, p[0]:p[0] + h, p[2]:p[2] + wd]
 
 
 def conv_filter_grad(x, dy, w_shape, p, s, d, groups):
-    """d conv / d w (OIHW)."""
+    """d conv / d w (OIHW): per group, dy (M/G, N*OH*OW) times the windows
+    (N*OH*OW, Cg*KH*KW), one long sum over the batch and the positions."""
     m, cg, kh, kw = w_shape
-    cols, oh, ow = _im2col(_pad(x, p), kh, kw, s, d, groups, dy.shape[2:])
+    n, ch = x.shape[:2]
+    xp = _pad(x, p)
+    oh, ow = _out_size(xp, kh, kw, s, d, dy.shape[2:])
     if (oh, ow) != dy.shape[2:]:
         raise ValueError(f"conv2d grad: Output@GRAD spatial {dy.shape[2:]} != computed {(oh, ow)}")
-    gw = matmul64(cols.transpose(0, 2, 1), _groups_split(dy, groups))  # (G, Cg*KH*KW, Mg)
-    return gw.transpose(0, 2, 1).reshape(m, cg, kh, kw)
+    out_dtype = np.result_type(x, dy)
+    acc = _acc(out_dtype)
+    cols = np.empty((ch, kh, kw, n, oh, ow), dtype=acc)
+    np.copyto(cols, _windows(xp, kh, kw, s, d, oh, ow).transpose(1, 2, 3, 0, 4, 5), casting="unsafe")
+    cols = cols.reshape(groups, cg * kh * kw, n * oh * ow)
+    dyg = np.empty((m, n, oh, ow), dtype=acc)
+    np.copyto(dyg, dy.transpose(1, 0, 2, 3), casting="unsafe")
+    gw = np.matmul(dyg.reshape(groups, m // groups, n * oh * ow), cols.transpose(0, 2, 1))  # (G, M/G, Cg*KH*KW)
+    return gw.reshape(m, cg, kh, kw).astype(out_dtype, copy=False)
 
 
 # --------------------------------------------------------------------------

@@ -77,15 +77,22 @@ def _batch_norm(c: Call):
         mean_out, var_out = mean.copy(), var.copy()
         saved_mean = np.zeros(n, mean.dtype)
         saved_var = np.zeros(n, var.dtype)
+        d = xf - use_mean.reshape(bshape)
     else:
-        use_mean = xf.mean(axis=axes)
-        use_var = np.square(xf - use_mean.reshape(bshape)).mean(axis=axes)
+        # np.mean's own steps (one add.reduce, one division by the count), minus its overhead
+        cnt = x.size // n if n else 0
+        use_mean = np.add.reduce(xf, axis=axes) / cnt
+        d = xf - use_mean.reshape(bshape)       # X - mean, for the variance and for Y
+        use_var = np.add.reduce(np.square(d), axis=axes) / cnt
         mean_out = _f(momentum * mean + (1.0 - momentum) * use_mean, mean)
         var_out = _f(momentum * var + (1.0 - momentum) * use_var, var)
         saved_mean = _f(use_mean, mean)
         saved_var = _f(1.0 / np.sqrt(use_var + eps), var)
     inv_std = 1.0 / np.sqrt(use_var + eps)
-    y = (xf - use_mean.reshape(bshape)) * (inv_std * scale).reshape(bshape) + np.reshape(bias, bshape)
+    # (X - mean) * (inv_std * scale) + bias, in place on the temporary
+    d *= (inv_std * scale).reshape(bshape)
+    d += np.reshape(bias, bshape)
+    y = d
     return {"Y": _f(y, x), "MeanOut": mean_out, "VarianceOut": var_out, "SavedMean": saved_mean,
             "SavedVariance": saved_var, "ReserveSpace": np.zeros((0,), x.dtype)}
 
@@ -97,7 +104,7 @@ def _batch_norm_grad(c: Call):
     scale, _ = _scale_bias(c, n, x.dtype)
     eps = _eps(c)
     use_global = bool(c.attr("is_test", False)) or bool(c.attr("use_global_stats", False))
-    xf, dyf = x.astype(np.float64), dy.astype(np.float64)
+    xf, dyf = x.astype(np.float64), dy.astype(np.float64)      # copies: updated in place below
     if use_global:
         mean = c.x("Mean") if c.has("Mean") else c.x("MeanOut")
         var = c.x("Variance") if c.has("Variance") else c.x("VarianceOut")
@@ -106,17 +113,26 @@ def _batch_norm_grad(c: Call):
     else:
         mean = np.asarray(c.x("SavedMean"), np.float64)
         inv_std = np.asarray(c.x("SavedVariance"), np.float64)
-    xhat = (xf - mean.reshape(bshape)) * inv_std.reshape(bshape)
-    dbias = dyf.sum(axis=axes)
-    dscale = (dyf * xhat).sum(axis=axes)
+    xhat = xf
+    xhat -= mean.reshape(bshape)
+    xhat *= inv_std.reshape(bshape)
+    dbias = np.add.reduce(dyf, axis=axes)
+    prod = dyf * xhat
+    dscale = np.add.reduce(prod, axis=axes)
     res = {}
     if c.wants("X@GRAD"):
         k = (np.asarray(scale, np.float64) * inv_std).reshape(bshape)
         if use_global:
             dx = dyf * k
         else:
+            # k * (dY - dbias / m - xhat * dscale / m), term by term in place
             m = x.size // n
-            dx = k * (dyf - dbias.reshape(bshape) / m - xhat * dscale.reshape(bshape) / m)
+            t = np.multiply(xhat, dscale.reshape(bshape), out=prod)
+            t /= m
+            dx = dyf
+            dx -= dbias.reshape(bshape) / m
+            dx -= t
+            dx *= k
         res["X@GRAD"] = _f(dx, x)
     if c.wants("Scale@GRAD"):
         res["Scale@GRAD"] = _f(dscale, c.x("Scale") if c.has("Scale") else x)

@@ -87,6 +87,10 @@ class _Windows:
             p = [0, 0, 0, 0]
         if min(strides) < 1 or min(ksize) < 1:
             raise c.unsupported("ksize/strides", (ksize, strides), "must be positive")
+        #: (ksize, strides, leading pads) when every window is the regular
+        #: [o*s - p0, o*s - p0 + k) clipped to the input (not adaptive): the
+        #: op can then run tap by tap on strided slices of a padded input.
+        self.regular = None if adaptive else (tuple(ksize), tuple(strides), (p[0], p[2]))
         self.idx, self.valid, starts, ends, sizes = [], [], [], [], []
         for i in range(2):
             n = in_hw[i]
@@ -154,6 +158,19 @@ class _Windows:
             f = self._flat[width] = ih[:, None, :, None] * width + iw[None, :, None, :]  # OH, OW, LH, LW
         return f
 
+    def taps(self, x: np.ndarray, fill) -> tuple[np.ndarray, list]:
+        """x (N, C, H, W) padded with `fill` so that every regular window lies
+        inside, and the (KH*KW) strided slices (N, C, OH, OW) that are the
+        windows' taps, row by row: tap (i, j) of every window at once."""
+        (kh, kw), (sh, sw), (ph, pw) = self.regular
+        (oh, ow), (n, ch, h, w) = self.out_hw, x.shape
+        hp = max(h + ph, (oh - 1) * sh + kh)
+        wp = max(w + pw, (ow - 1) * sw + kw)
+        xp = np.full((n, ch, hp, wp), fill, dtype=x.dtype)
+        xp[:, :, ph:ph + h, pw:pw + w] = x
+        return xp, [(i, j, xp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw])
+                    for i in range(kh) for j in range(kw)]
+
     def tiled(self, x: np.ndarray) -> np.ndarray:
         """x (N, C, H, W) -> its windows (N, C, OH, OW, KH, KW) as a view,
         laid out as `gather` lays them out (same reductions, same results)."""
@@ -207,6 +224,17 @@ def _pool2d(c: Call):
         g = win.tiled(xn)
         out = g.max(axis=(4, 5)) if kind == "max" else _window_sums(g) / win.divisor
         return {"Out": _from_nchw(out, layout).astype(x.dtype, copy=False)}
+    if kind == "max" and win.regular is not None and xn.dtype.kind == "f":
+        # Tap by tap over an input padded with -inf (a padded position is
+        # never a window's max): KH*KW passes over the output, no gathered copy.
+        _, taps = win.taps(xn, -np.inf)
+        out = taps[0][2].copy()
+        for _, _, t in taps[1:]:
+            np.maximum(out, t, out=out)
+        empty = ~win.mask().any(axis=(2, 3))
+        if empty.any():
+            out = np.where(np.isneginf(out) & empty, -_FLT_MAX, out)
+        return {"Out": _from_nchw(out, layout).astype(x.dtype, copy=False)}
     g = win.gather(xn)
     m = win.mask()
     if kind == "max":
@@ -231,6 +259,9 @@ def _pool2d_grad(c: Call):
         raise ValueError(f"pool2d_grad: Out@GRAD spatial {dy.shape[2:]} != computed {win.out_hw}")
     if win.tiles is not None:
         dx = _tiled_grad(c, win, xn, dy, kind, layout)
+        return {"X@GRAD": _from_nchw(dx, layout).astype(x.dtype, copy=False)}
+    if win.regular is not None and xn.dtype.kind == "f" and (kind == "avg" or c.has("Out")):
+        dx = _regular_grad(c, win, xn, dy, kind, layout)
         return {"X@GRAD": _from_nchw(dx, layout).astype(x.dtype, copy=False)}
     m = win.mask()                           # OH, OW, LH, LW
     flat = win.flat_index(w)                 # OH, OW, LH, LW
@@ -257,6 +288,40 @@ def _pool2d_grad(c: Call):
         np.add.at(dx, (rows, idx[None, :]), vals.reshape(n * ch, -1))
     dx = dx.reshape(n, ch, h, w)
     return {"X@GRAD": _from_nchw(dx, layout).astype(x.dtype, copy=False)}
+
+
+def _regular_grad(c: Call, win: _Windows, xn: np.ndarray, dy: np.ndarray, kind: str, layout: str) -> np.ndarray:
+    """pool2d_grad over regular windows, tap by tap on strided slices of a
+    padded grad (what lands in the padding is dropped). Max: the grad goes to
+    the first tap, row by row, equal to Out (Paddle's rule). The taps are
+    added in reverse order, so each pixel receives its windows' shares in
+    ascending window order: the same sums, in the same order, as a
+    scatter-add over the windows."""
+    n, ch, h, w = xn.shape
+    (oh, ow), ((kh, kw), (sh, sw), (ph, pw)) = win.out_hw, win.regular
+    dtype = np.result_type(xn.dtype, dy.dtype)
+    hp = max(h + ph, (oh - 1) * sh + kh)
+    wp = max(w + pw, (ow - 1) * sw + kw)
+    dxp = np.zeros((n, ch, hp, wp), dtype=dtype)
+    if kind == "max":
+        _, taps = win.taps(xn, np.nan)      # a padded tap equals no Out, not even -inf
+        out = _to_nchw(c.x("Out"), layout)
+        pick = np.full(out.shape, -1, dtype=np.int32)
+        for k, (_, _, t) in enumerate(taps):
+            pick[(pick < 0) & (t == out)] = k
+        share = dy.astype(dtype, copy=False)
+        zero = np.zeros((), dtype)
+        for k in range(len(taps) - 1, -1, -1):
+            i, j = divmod(k, kw)
+            dxp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw] += np.where(pick == k, share, zero)
+    else:
+        # Paddle scales by float(1/pool_size)
+        scale = (np.float32(1.0) / win.divisor.astype(np.float32)).astype(dtype)
+        share = (dy * scale).astype(dtype, copy=False)
+        for i in range(kh - 1, -1, -1):
+            for j in range(kw - 1, -1, -1):
+                dxp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw] += share
+    return dxp[:, :, ph:ph + h, pw:pw + w]
 
 
 def _window_sums(g: np.ndarray) -> np.ndarray:

@@ -42,6 +42,8 @@ whenever PreState h is zero - paddle.nn's default - or nothing is padded
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ...base.errors import ExecutionError
@@ -200,13 +202,31 @@ def _reserve_rows(s: _Spec) -> int:
     return (s.gates + extra) * s.layers + s.layers - 1
 
 
+#: id(Out array) -> (the inputs the forward ran on, its other results with
+#: the tape): rnn_grad given that very Out and the very same inputs skips
+#: running the forward again. An entry goes when its Out array does (the
+#: entry holds no reference to it).
+_TAPES: dict[int, tuple[tuple, tuple]] = {}
+
+
+def _inputs_of(c: Call) -> tuple:
+    return (c.x("Input"), *c.xs("PreState"), *c.xs("WeightList"), c.x("SequenceLength"))
+
+
+def _same_inputs(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
 def _rnn(c: Call):
     s = _Spec(c)
-    out, h_last, c_last, _, _ = _forward(s)
+    fwd = _forward(s, keep_tape=not s.is_test)
+    out, h_last, c_last, _, _ = fwd
     res = {"Out": out, "State": [h_last] + ([c_last] if c_last is not None else [])}
     if not s.is_test:
         res["DropoutState"] = np.ones(out.shape, dtype=np.uint8)
         res["Reserve"] = np.zeros((_reserve_rows(s), s.dirs * s.T * s.B * s.H), dtype=s.x.dtype)
+        _TAPES[id(out)] = (_inputs_of(c), fwd[1:])
+        weakref.finalize(out, _TAPES.pop, id(out), None)
     return res
 
 
@@ -273,7 +293,12 @@ def _back_direction(s: _Spec, xin, wts, tape, dout, dh, dc):
 
 def _rnn_grad(c: Call):
     s = _Spec(c)
-    out, _, _, tapes, inputs = _forward(s, keep_tape=True)
+    out = c.x("Out") if c.has("Out") else None
+    kept = _TAPES.get(id(out)) if out is not None else None
+    if kept is not None and _same_inputs(kept[0], _inputs_of(c)):
+        _, _, tapes, inputs = kept[1]             # the forward op's own run, on these very inputs
+    else:
+        out, _, _, tapes, inputs = _forward(s, keep_tape=True)
     dt = s.x.dtype
     g_out = c.x("Out@GRAD")
     dout = np.zeros_like(out) if g_out is None else np.asarray(g_out, dtype=dt).reshape(out.shape)
