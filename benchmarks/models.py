@@ -7,11 +7,15 @@ For the default variant of every model it prints one markdown table row:
 * forward ops / backward ops (block 0 and sub-blocks; backward = ops added);
 * append: `pybackward.append_backward` on a loaded forward.pb (load not
   counted) vs Paddle's `append_backward` on `Program.parse_from_string`
-  (parse not counted); best of --repeat, ms;
+  (parse not counted); CPU time of the calling process, median of
+  --repeat, ms (on a shared machine wall time measures the other jobs);
 * step: one forward + backward run of the backward program in float32 with
   params.npz / feeds.npz, fetching the loss and every gradient: the NumPy
-  interpreter vs Paddle's Executor on CPU (after one warm-up run); best of
-  --repeat, ms. "-" where an op has no NumPy kernel yet;
+  interpreter (`Executor()`: NumPy's OpenBLAS capped at one thread during
+  the run) vs Paddle's Executor on CPU (after one warm-up run); best of
+  --repeat, ms, wall and CPU (process time: on a shared machine the wall
+  time swings with other jobs' load, the CPU time far less), and ours /
+  Paddle in CPU time. "-" where an op has no NumPy kernel yet;
 * activation peak: pybackward.memory's static estimate for the plain
   backward program, and the peak the interpreter measures when each value is
   dropped as soon as it is dead (memory.measure), KiB; with --checkpoints
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,7 +51,7 @@ from pybackward.ops import registry  # noqa: E402
 MODELS = ROOT / "testdata" / "models"
 
 PADDLE_SCRIPT = r"""
-import json, os, sys, time
+import json, os, statistics, sys, time
 os.environ["FLAGS_enable_pir_api"] = "0"
 import warnings; warnings.filterwarnings("ignore")
 import numpy as np
@@ -57,14 +62,14 @@ place = paddle.CPUPlace()
 out = {}
 for j in jobs:
     fwd = open(j["forward"], "rb").read()
-    best = 1e9
+    times = []
     for _ in range(repeat):
         prog = paddle.static.Program.parse_from_string(fwd)
         loss = prog.global_block().var(j["loss"])
-        t = time.perf_counter()
+        t = time.process_time()
         paddle.static.append_backward(loss, parameter_list=j["parameter_list"])
-        best = min(best, time.perf_counter() - t)
-    r = {"append": best}
+        times.append(time.process_time() - t)
+    r = {"append": statistics.median(times)}
     try:
         prog = paddle.static.Program.parse_from_string(open(j["backward"], "rb").read())
         feeds = dict(np.load(j["feeds"]))
@@ -74,12 +79,13 @@ for j in jobs:
                 scope.var(k).get_tensor().set(v, place)
             exe = paddle.static.Executor(place)
             exe.run(prog, feed=feeds, fetch_list=j["fetch"])
-            best = 1e9
+            best = best_cpu = 1e9
             for _ in range(repeat):
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 exe.run(prog, feed=feeds, fetch_list=j["fetch"])
                 best = min(best, time.perf_counter() - t)
-        r["step"] = best
+                best_cpu = min(best_cpu, time.process_time() - c)
+        r["step"], r["step_cpu"] = best, best_cpu
     except Exception as e:
         r["step_error"] = str(e)[:300]
     out[j["name"]] = r
@@ -91,12 +97,12 @@ def model_names() -> list[str]:
     return sorted(d.name for d in MODELS.iterdir() if (d / "case.json").exists())
 
 
-def best_of(repeat: int, fn) -> float:
+def best_of(repeat: int, fn, clock=time.perf_counter) -> float:
     best = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = clock()
         fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, clock() - t)
     return best
 
 
@@ -110,15 +116,15 @@ def ours(name: str, repeat: int, checkpoints: bool) -> dict:
 
     def append():
         prog = pybackward.loads(data)
-        t = time.perf_counter()
+        t = time.process_time()
         pybackward.append_backward(spec["loss"], program=prog, parameter_list=spec["parameter_list"])
-        row.setdefault("_t", []).append(time.perf_counter() - t)
+        row.setdefault("_t", []).append(time.process_time() - t)
         return prog
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(repeat):
             prog = append()
-    row["append"] = min(row.pop("_t"))
+    row["append"] = statistics.median(row.pop("_t"))
     row["identical"] = pybackward.dumps(prog) == (d / spec["file"]).read_bytes()
     batch = case["batch"]
     row["peak_estimate"] = pm.memory(prog, batch_size=batch).peak_bytes
@@ -137,6 +143,7 @@ def ours(name: str, repeat: int, checkpoints: bool) -> dict:
             exe.run(prog, feed=feeds, fetch_list=fetch, scope=scope)
         step()
         row["step"] = best_of(repeat, step)
+        row["step_cpu"] = best_of(repeat, step, clock=time.process_time)
         if len(prog.blocks) == 1:
             row["peak_measured"] = pm.measure(prog, feed=feeds, params=params, fetch=fetch,
                                               batch_size=batch).peak_bytes
@@ -167,6 +174,14 @@ def ms(t: float | None) -> str:
     return "-" if t is None else (f"{t * 1e3:.1f}" if t < 10 else f"{t:.1f} s")
 
 
+def ratio(ours: float | None, theirs: float | None) -> str:
+    """ours / Paddle's step, bold above the 2x target (issue #37 item 4)."""
+    if not ours or not theirs:
+        return "-"
+    x = ours / theirs
+    return f"**{x:.1f}x**" if x > 2 else f"{x:.1f}x"
+
+
 def kib(b: int | None) -> str:
     return "-" if b is None else f"{b / 1024:,.0f}"
 
@@ -185,7 +200,8 @@ def main() -> None:
         print(f"  {n}: done", file=sys.stderr, flush=True)
     theirs = paddle(rows, args.paddle_python, args.repeat) if args.paddle_python else {}
     head = ["model", "mode", "fwd ops", "bwd ops", "identical", "append ours ms", "append Paddle ms",
-            "step ours ms", "step Paddle ms", "peak est. KiB", "peak measured KiB"]
+            "step ours ms", "step Paddle ms", "step CPU ours / Paddle ms", "step ours / Paddle (CPU)",
+            "peak est. KiB", "peak measured KiB"]
     if args.checkpoints:
         head += ["peak w/ auto ckpt KiB (k)"]
     print("| " + " | ".join(head) + " |")
@@ -195,7 +211,9 @@ def main() -> None:
         cells = [f"`{r['name']}`", r["mode"], str(r["forward_ops"]), str(r["backward_ops"]),
                  "yes" if r["identical"] else "**no**", ms(r["append"]), ms(p.get("append")),
                  ms(r.get("step")) if not r["missing"] else "- (" + ", ".join(r["missing"]) + ")",
-                 ms(p.get("step")), kib(r["peak_estimate"]), kib(r.get("peak_measured"))]
+                 ms(p.get("step")), f"{ms(r.get('step_cpu'))} / {ms(p.get('step_cpu'))}",
+                 ratio(r.get("step_cpu"), p.get("step_cpu")),
+                 kib(r["peak_estimate"]), kib(r.get("peak_measured"))]
         if args.checkpoints:
             cells.append(f"{kib(r['peak_checkpoints'])} ({r['checkpoints']})" if "peak_checkpoints" in r
                          else "- (while)")

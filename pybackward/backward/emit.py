@@ -64,14 +64,31 @@ def fill_op_desc(desc: pb.OpDesc, g: GradOp, role: int | None = OP_ROLE_BACKWARD
         return None
     data = _ATTR_BYTES.get(key)
     if data is None:
-        scratch = pb.OpDesc()
-        _fill_attrs(scratch, g, role)
-        data = scratch.SerializePartialToString()
-        if len(_ATTR_BYTES) >= _ATTR_BYTES_MAX:
-            _ATTR_BYTES.clear()
-        _ATTR_BYTES[key] = data
+        data = _cache_attr_bytes(key, g, role)
     desc.MergeFromString(data)
     return data
+
+
+def _cache_attr_bytes(key: tuple, g: GradOp, role: int | None) -> bytes:
+    scratch = pb.OpDesc()
+    _fill_attrs(scratch, g, role)
+    data = scratch.SerializePartialToString()
+    if len(_ATTR_BYTES) >= _ATTR_BYTES_MAX:
+        _ATTR_BYTES.clear()
+    _ATTR_BYTES[key] = data
+    return data
+
+
+def attr_bytes(g: GradOp, role: int | None = OP_ROLE_BACKWARD) -> bytes:
+    """The wire bytes of the attrs `fill_op_desc` writes for `g` (its
+    `OpDesc.attrs` fields), from the cache when they can be keyed."""
+    key = _attrs_key(g, role)
+    if key is None:
+        scratch = pb.OpDesc()
+        _fill_attrs(scratch, g, role)
+        return scratch.SerializePartialToString()
+    data = _ATTR_BYTES.get(key)
+    return data if data is not None else _cache_attr_bytes(key, g, role)
 
 
 _ATTR_BYTES: dict[tuple, bytes] = {}
@@ -234,7 +251,14 @@ Callback = Callable[..., Any]
 
 
 def emit(block: Block, ops: Sequence[GradOp], context: dict, callbacks: Sequence[Callback] | None) -> None:
-    """Append grad ops to `block` with op_role=1, calling back after each."""
+    """Append grad ops to `block` with op_role=1, calling back after each.
+
+    Without callbacks the ops go in as wire bytes, parsed into the block in
+    one call (`_emit_bytes`): the same messages as `fill_op_desc` makes one by
+    one, at a fraction of the calls into the protobuf runtime."""
+    if not callbacks:
+        _emit_bytes(block, ops)
+        return
     for g in ops:
         desc = block.desc.ops.add()
         attr_bytes = fill_op_desc(desc, g)
@@ -255,6 +279,78 @@ def emit(block: Block, ops: Sequence[GradOp], context: dict, callbacks: Sequence
 
 #: How a `sub_block` attr's name starts on the wire (Attr field 1, 9 bytes).
 _SUB_BLOCK_BYTES = b"\n\tsub_block"
+#: OpDesc fields: inputs = 1, outputs = 2 (OpDesc.Var: parameter = 1,
+#: arguments = 2), type = 3; BlockDesc.ops = 4.
+_INPUTS_TAG, _OUTPUTS_TAG, _TYPE_TAG, _OPS_TAG = 0x0A, 0x12, 0x1A, 0x22
+_TYPE_FIELDS_BY_NAME: dict[str, bytes] = {}
+
+
+def _emit_bytes(block: Block, ops: Sequence[GradOp]) -> None:
+    """`emit` without callbacks: every op's `OpDesc` as wire bytes - slots
+    sorted by name, the type, the attr bytes `fill_op_desc` would merge -
+    joined and merged into the block's desc at once. Each name's encoding
+    is made once per call (a grad var is named by the op that writes it and
+    by those that read it)."""
+    if not ops:
+        return
+    args: dict[str, bytes] = {}
+    params: dict[str, bytes] = {}
+    ld = length_delimited
+    heads = (_HEADS[_INPUTS_TAG], _HEADS[_OUTPUTS_TAG])
+    op_heads = _HEADS[_OPS_TAG]
+    pieces = []
+    views = []
+    for g in ops:
+        body = []
+        flat = ([], [])
+        for k, slots in ((0, g.inputs), (1, g.outputs)):
+            names_out = flat[k]
+            head = heads[k]
+            for slot in (sorted(slots) if len(slots) > 1 else slots):
+                names = slots[slot]
+                p = params.get(slot)
+                if p is None:
+                    p = params[slot] = ld(0x0A, slot.encode())
+                enc = [p]
+                for a in names:
+                    e = args.get(a)
+                    if e is None:
+                        e = args[a] = ld(0x12, a.encode())
+                    enc.append(e)
+                data = b"".join(enc)
+                n = len(data)
+                body.append(head[n] + data if n < 0x80 else ld(_SLOT_TAGS[k], data))
+                names_out.extend(names)
+        t = _TYPE_FIELDS_BY_NAME.get(g.type)
+        if t is None:
+            if len(_TYPE_FIELDS_BY_NAME) >= 10000:
+                _TYPE_FIELDS_BY_NAME.clear()
+            t = _TYPE_FIELDS_BY_NAME[g.type] = ld(_TYPE_TAG, g.type.encode())
+        body.append(t)
+        attrs = attr_bytes(g)
+        body.append(attrs)
+        op_data = b"".join(body)
+        n = len(op_data)
+        pieces.append(op_heads[n] + op_data if n < 0x80 else ld(_OPS_TAG, op_data))
+        views.append((tuple(flat[0]), tuple(flat[1]), _SUB_BLOCK_BYTES not in attrs))
+    start = len(block.desc.ops)
+    block.desc.MergeFromString(b"".join(pieces))
+    new_ops = block.ops
+    for desc, (ins, outs, plain) in zip(block.desc.ops[start:], views):
+        op = Operator(block, desc)
+        # The view's caches, from what was just written (the later steps read
+        # every new op's arguments; reading them back from the desc costs more).
+        op._in_args = ins
+        op._out_args = outs
+        if plain:
+            op._sub_block = None
+        new_ops.append(op)
+
+
+_SLOT_TAGS = (_INPUTS_TAG, _OUTPUTS_TAG)
+#: tag -> the two-byte heads (tag, length) of the fields shorter than 128 bytes
+_HEADS = {tag: [bytes((tag, n)) for n in range(0x80)] for tag in (_INPUTS_TAG, _OUTPUTS_TAG, _OPS_TAG)}
+_NAME_HEADS = [bytes((0x0A, n)) for n in range(0x80)]      # VarDesc.name = 1
 
 
 def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
@@ -282,9 +378,21 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
 
         def exists(name: str) -> bool:
             return name in created or (name in own and name != EMPTY_VAR_NAME)
+
+        def new_var(name: str, lod_level: bool) -> NewVar:
+            # _grad_var_desc, with find_var_desc's fast case inlined
+            fwd_name = strip_grad_suffix(name)
+            fwd = None if fwd_name == EMPTY_VAR_NAME else created.get(fwd_name)
+            if fwd is None and fwd_name != EMPTY_VAR_NAME:
+                v = own.get(fwd_name)
+                fwd = v.desc if v is not None else None
+            return NewVar(name, _grad_type(fwd.type if fwd is not None else _FP32, lod_level))
     else:
         def exists(name: str) -> bool:
             return name in created or find_var_desc(block, name, pending) is not None
+
+        def new_var(name: str, lod_level: bool) -> NewVar:
+            return _grad_var_desc(block, name, pending, lod_level)
 
     opdefs: dict[str, Any] = {}
     remove: list[int] = []
@@ -320,7 +428,7 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
             if name == EMPTY_VAR_NAME:
                 continue
             if not exists(name):
-                created[name] = _grad_var_desc(block, name, pending, sets_lod)
+                created[name] = new_var(name, sets_lod)
                 if name in grad_to_var:
                     grad_info[grad_to_var[name]] = (name, block)
                 continue  # its LoD level is set already
@@ -333,6 +441,8 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
                     _set_lod_level(desc)
         for in_slot, out_slot in (opdef.sync_type_slots if opdef is not None else ()):
             _sync_empty_var(block, op, in_slot, out_slot, created, pending)
+        if op_type in _SPARSE_GRAD_OPS and op.attr("is_sparse", False):
+            _declare_selected_rows(op.output("W@GRAD"), created)
     for i in reversed(remove):
         del block.desc.ops[i]
     if remove:
@@ -403,7 +513,26 @@ class NewVar:
         self.type = type_
 
     def wire(self) -> bytes:
-        return length_delimited(0x0A, self.name.encode()) + _type_field(self.type) + b"\x30\x00"
+        name = self.name.encode()
+        n = len(name)
+        head = _NAME_HEADS[n] if n < 0x80 else length_delimited(0x0A, b"", n)
+        return head + name + _type_field(self.type) + b"\x30\x00"
+
+
+#: Grad ops whose var type inference makes W@GRAD a SELECTED_ROWS when the op
+#: is_sparse (Paddle's LookupTableV2OpGradVarTypeInference).
+_SPARSE_GRAD_OPS = frozenset({"lookup_table_v2_grad", "lookup_table_grad"})
+
+
+def _declare_selected_rows(names: list[str], created: dict) -> None:
+    """Declare the grad vars `names` this pass just created as SELECTED_ROWS
+    (data type and dims kept), as a sparse embedding's gradient is."""
+    for name in names:
+        d = created.get(name)
+        if type(d) is NewVar and d.type.type == pb.VarType.DENSE_TENSOR:
+            t = pb.VarType(type=pb.VarType.SELECTED_ROWS)
+            t.selected_rows.CopyFrom(d.type.dense_tensor.tensor)
+            d.type = t
 
 
 def _set_lod_level(desc: "pb.VarDesc | NewVar") -> None:
@@ -459,21 +588,26 @@ _UNSEEN = object()
 
 def _grad_type(fwd_type: pb.VarType, lod_level: bool) -> pb.VarType:
     """The type of a grad var whose forward var has `fwd_type`: the same less
-    its LoD level (shape inference decides that), with `legacy_lod_level: 0`
-    if `lod_level`. One shared template per distinct result."""
+    its LoD level (shape inference decides that), with the forward var's
+    `legacy_lod_level` (0 if it has none) if `lod_level`: grad ops share the
+    forward var's LoD onto its gradient (`ShareLoD("X", "X@GRAD")`, as
+    sequence_pool_grad does onto a lod_level 1 input). One shared template per
+    distinct result."""
     key = (fwd_type.SerializePartialToString(), lod_level)
     t = _GRAD_TYPES.get(key)
     if t is None:
         t = pb.VarType()
         t.CopyFrom(fwd_type)
+        level = 0
         for field in ("dense_tensor", "tensor_array"):
             if t.HasField(field):
+                level = getattr(t, field).legacy_lod_level
                 getattr(t, field).ClearField("legacy_lod_level")
         if lod_level:  # as _set_lod_level does on a VarDesc
             if t.type == pb.VarType.DENSE_TENSOR:
-                t.dense_tensor.legacy_lod_level = 0
+                t.dense_tensor.legacy_lod_level = level
             elif t.type == pb.VarType.DENSE_TENSOR_ARRAY:
-                t.tensor_array.legacy_lod_level = 0
+                t.tensor_array.legacy_lod_level = level
         if len(_GRAD_TYPES) >= 10000:
             _GRAD_TYPES.clear()
             _TYPE_FIELDS.clear()

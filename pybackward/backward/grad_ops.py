@@ -56,11 +56,15 @@ class _SubBlockFwdOp(FwdOp):
 
 
 def _fwd_view(op: Operator, no_grad: set[str] | frozenset[str], grad_blocks: Sequence[int]) -> FwdOp:
+    desc = op.desc
+    # (what Operator.inputs / .outputs return; a slice of a repeated field is made in C)
+    ins = {v.parameter: v.arguments[:] for v in desc.inputs}
+    outs = {v.parameter: v.arguments[:] for v in desc.outputs}
     if grad_blocks:
-        f = _SubBlockFwdOp(op.type, op.inputs, op.outputs, op.desc.attrs, no_grad)
+        f = _SubBlockFwdOp(desc.type, ins, outs, desc.attrs, no_grad)
         f.program = op.block.program
     else:
-        f = FwdOp(op.type, op.inputs, op.outputs, op.desc.attrs, no_grad)
+        f = FwdOp(desc.type, ins, outs, desc.attrs, no_grad)
     f.grad_blocks = list(grad_blocks)
     return f
 
@@ -84,7 +88,7 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
         return grads
     # The attr bytes key emit.fill_op_desc's cache, and the device read once
     # per distinct attr list rather than by a scan of every op's attrs.
-    tail = _attr_bytes(op.desc)
+    tail = attrs_tail(op.desc.SerializePartialToString())
     seen = _DEVICES.get(tail)
     if seen is None:
         device = op.attr(OP_DEVICE_ATTR)
@@ -109,11 +113,11 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
 _DEVICES: dict[bytes, tuple[bytes, str | None]] = {}
 
 
-def _attr_bytes(desc: pb.OpDesc) -> bytes:
-    """The wire bytes of an OpDesc's attrs (and anything after them): its
-    serialization minus the leading inputs, outputs and type fields (upb
-    writes fields in field-number order: 1 inputs, 2 outputs, 3 type, 4 attrs)."""
-    data = desc.SerializePartialToString()
+def attrs_tail(data: bytes) -> bytes:
+    """The wire bytes of an OpDesc's attrs (and anything after them), from
+    the OpDesc's serialization: all but the leading inputs, outputs and type
+    fields (upb writes fields in field-number order: 1 inputs, 2 outputs,
+    3 type, 4 attrs). Equal tails: equal attr lists."""
     pos, n = 0, len(data)
     while pos < n and data[pos] in (0x0A, 0x12, 0x1A):
         pos += 1

@@ -59,7 +59,10 @@ def check_input_repeats(program: Program, limit: int | None = None) -> None:
     """Refuse an op that lists one var more than `limit` times in one input slot."""
     limit = MAX_REPEATS_IN_SLOT if limit is None else limit
     for b in program.blocks:
-        for i, op in enumerate(b.desc.ops):
+        for i, view in enumerate(b.ops):
+            if len(view.input_arg_names) <= limit:    # (no slot can hold more; the views cache the names)
+                continue
+            op = view.desc
             for slot in op.inputs:
                 args = slot.arguments
                 if len(args) <= limit:
@@ -134,10 +137,11 @@ def check_declared(program: Program, block: Block, start: int, grad_blocks: Iter
     for b, ops in [(block, block.ops[start:])] + [(blocks[i], blocks[i].ops) for i in sorted(grad_blocks)]:
         own = b.vars
         for op in ops:
-            for slots, args in ((op.desc.inputs, op.input_arg_names), (op.desc.outputs, op.output_arg_names)):
+            for outputs, args in ((False, op.input_arg_names), (True, op.output_arg_names)):
                 for name in args:
                     if name in own or name == EMPTY_VAR_NAME or visible(b, name):
                         continue
+                    slots = op.desc.outputs if outputs else op.desc.inputs
                     slot = next((s.parameter for s in slots if name in s.arguments), "?")
                     i = next(k for k, o in enumerate(b.ops) if o is op)
                     raise ProgramFileError(

@@ -10,7 +10,7 @@ all inside `all_or_nothing`, which restores the program if any step raises.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..base import dtypes
 from ..base._gc import paused_gc
@@ -22,9 +22,10 @@ from ..legacy.program import (
     Variable, prepend_to_list_attr)
 from .deviations import refuse_wrong_programs, report_carried_loop_vars, report_dead_writes
 from .emit import create_grad_vars, fill_op_desc
-from .grad_ops import PassState, append_backward_ops
+from .grad_ops import PassState, append_backward_ops, attrs_tail
 from .guards import check_declared
 from ..legacy.names import GRAD_SUFFIX, grad_name, strip_grad_suffix
+from ..legacy.wire import length_delimited
 from ..analysis.path import find_op_path, stop_gradient_names, unused_outputs
 
 #: `aggregation=` -> the accumulation mode `PassState` takes.
@@ -179,17 +180,58 @@ def params_and_grads(program: Program, loss: Variable, params: list[str],
             if n in wanted:
                 last_writer[n] = op
                 wanted.discard(n)
+    places: dict[bytes, tuple] = {}
     for p, g in pairs:
         if g is None:
             continue
         op = last_writer.get(g.name)
         if op is None:
             raise ArgumentError(f"no op writes the gradient '{g.name}' (unexpected)")
-        prepend_to_list_attr(op.desc, OP_ROLE_VAR_ATTR, [p.name, g.name], _STRINGS)
+        tag_op_role_var(op.desc, p.name, g.name, places)
     return pairs
 
 
 _STRINGS = pb.AttrType.STRINGS
+#: An `op_role_var` Attr on the wire: name (field 1), type STRINGS (field 2);
+#: its strings follow (field 8).
+_ROLE_VAR_HEAD = length_delimited(0x0A, OP_ROLE_VAR_ATTR.encode()) + bytes((0x10, _STRINGS))
+_GENERAL = object()
+
+
+def tag_op_role_var(desc: pb.OpDesc, param: str, grad: str, places: dict[bytes, tuple]) -> None:
+    """`prepend_to_list_attr(desc, "op_role_var", [param, grad], STRINGS)`,
+    in fewer calls into protobuf: where the attr stands (or would be
+    inserted) and what it holds depend only on the op's attrs, so they are
+    read once per distinct attr list (`places`, keyed by the attrs' wire
+    bytes); the new Attr is parsed from its bytes."""
+    tail = attrs_tail(desc.SerializePartialToString())
+    place = places.get(tail)
+    if place is None:
+        place = places[tail] = _role_var_place(desc)
+    j, old = place
+    if old is _GENERAL:
+        prepend_to_list_attr(desc, OP_ROLE_VAR_ATTR, [param, grad], _STRINGS)
+        return
+    data = _ROLE_VAR_HEAD + b"".join([length_delimited(0x42, v.encode()) for v in (param, grad, *(old or ()))])
+    if old is None:
+        desc.attrs.insert(j, pb.OpDesc.Attr.FromString(data))
+    else:
+        desc.attrs[j].ParseFromString(data)
+
+
+def _role_var_place(desc: pb.OpDesc) -> tuple[int, Any]:
+    """(index, current values) of the op's `op_role_var` attr; (where
+    `insert_sorted` would put it, None) if it has none; `_GENERAL` for a
+    value of another type, which `prepend_to_list_attr` handles."""
+    names = []
+    for i, a in enumerate(desc.attrs):
+        if a.name == OP_ROLE_VAR_ATTR:
+            return (i, tuple(a.strings)) if a.type == _STRINGS else (i, _GENERAL)
+        names.append(a.name)
+    j = len(names)
+    while j > 0 and names[j - 1] > OP_ROLE_VAR_ATTR:
+        j -= 1
+    return j, None
 
 
 def no_grad_for_non_floats(program: Program, no_grad: dict[int, set[str]]) -> None:
