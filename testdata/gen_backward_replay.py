@@ -31,7 +31,7 @@ import os
 import sys
 
 _SCRIPT = os.path.abspath(__file__)
-if (
+if __name__ == "__main__" and (
     os.environ.get("PYTHONHASHSEED") != "0"
     or os.environ.get("FLAGS_enable_pir_api") != "0"
     or sys.argv[0] != _SCRIPT
@@ -106,9 +106,15 @@ class Recorder:
                                               args["no_grad_set"] and set(args["no_grad_set"]))
                 returned = _names(out)
             else:
+                ckpt = args.get("checkpoints")
                 out = paddle.static.append_backward(block.var(args["targets"][0]), args["parameter_list"],
-                                                    args["no_grad_set"] and set(args["no_grad_set"]))
-                returned = [[p.name, None if g is None else g.name] for p, g in out]
+                                                    args["no_grad_set"] and set(args["no_grad_set"]),
+                                                    checkpoints=v(ckpt) if ckpt is not None else None)
+                if ckpt:
+                    pairs, names = out
+                    returned = [[[p.name, None if g is None else g.name] for p, g in pairs], list(names)]
+                else:
+                    returned = [[p.name, None if g is None else g.name] for p, g in out]
         return prog.desc.serialize_to_string(), returned
 
     def _record(self, api: str, args: dict, call):
@@ -129,11 +135,72 @@ class Recorder:
         return self._record("gradients", args, lambda: paddle.static.gradients(
             targets, inputs, target_gradients, no_grad_set))
 
-    def append_backward(self, loss, parameter_list=None, no_grad_set=None):
+    def append_backward(self, loss, parameter_list=None, no_grad_set=None, checkpoints=None):
         args = {"targets": [loss.name], "parameter_list": _names(parameter_list),
                 "no_grad_set": sorted(_names(list(no_grad_set))) if no_grad_set else None}
+        if checkpoints is not None:  # recompute (RecomputeOptimizer's call)
+            args["checkpoints"] = _names(checkpoints)
         return self._record("append_backward", args, lambda: paddle.static.append_backward(
-            loss, parameter_list, no_grad_set))
+            loss, parameter_list, no_grad_set, checkpoints=checkpoints))
+
+
+def _paddle_feed(feed: dict) -> dict:
+    """Feed values for Paddle's Executor: an `(array, lod)` pair (LoD as
+    offsets) becomes a LoDTensor."""
+    out = {}
+    for n, v in feed.items():
+        if isinstance(v, tuple):
+            t = paddle.base.core.LoDTensor()
+            t.set(v[0], paddle.CPUPlace())
+            t.set_lod(v[1])
+            out[n] = t
+        else:
+            out[n] = v
+    return out
+
+
+def _npz_feed(feed: dict) -> dict:
+    """Feed values as an .npz holds them: a LoD as `<var>@LOD0`, ... arrays."""
+    out = {}
+    for n, v in feed.items():
+        if isinstance(v, tuple):
+            out[n] = v[0]
+            for k, level in enumerate(v[1]):
+                out[f"{n}@LOD{k}"] = np.asarray(level, np.int64)
+        else:
+            out[n] = v
+    return out
+
+
+def _check_expectations(name: str, run: dict, values: dict) -> None:
+    """The test's own value assertions, on Paddle's values: the scenario
+    rebuilds the test faithfully only if Paddle passes them."""
+    for n, want in run.get("expect", {}).items():
+        np.testing.assert_array_equal(values[n], np.asarray(want, dtype=values[n].dtype), err_msg=f"{name}: {n}")
+    for n, (want, rtol, atol) in run.get("expect_close", {}).items():
+        np.testing.assert_allclose(values[n], want, rtol=rtol, atol=atol, err_msg=f"{name}: {n}")
+    for n, (total, delta) in run.get("expect_sum", {}).items():
+        assert abs(float(np.sum(values[n])) - total) <= delta, (name, n)
+
+
+def _json_feed(feed: dict) -> dict:
+    return {n: {"dtype": str(np.asarray(v).dtype), "value": np.asarray(v).tolist()} for n, v in feed.items()}
+
+
+def _fd_check(exe, main, run: dict, fd: dict, got: dict) -> None:
+    """The test's finite-difference check (TestCondBackward's helper): one-sided
+    differences of `loss` in each element of feed `wrt`, against `grad`."""
+    feed = dict(run["feed"])
+    base = float(np.asarray(got[fd["loss"]]).reshape(-1)[0])
+    x = feed[fd["wrt"]]
+    num = np.zeros(x.shape, np.float32)
+    for j in range(x.size):
+        xd = x.copy()
+        xd.reshape(-1)[j] += fd["delta"]
+        feed[fd["wrt"]] = xd
+        (val,) = exe.run(main, feed=_paddle_feed(feed), fetch_list=[fd["loss"]])
+        num.reshape(-1)[j] = (float(np.asarray(val).reshape(-1)[0]) - base) / fd["delta"]
+    np.testing.assert_allclose(got[fd["grad"]], num, rtol=fd["rtol"], atol=fd["atol"])
 
 
 def generate(builder) -> None:
@@ -151,21 +218,39 @@ def generate(builder) -> None:
         f.write(startup.desc.serialize_to_string())
     scope = paddle.static.Scope()
     exe = paddle.static.Executor(paddle.CPUPlace())
+    fetch = _names(spec.get("fetch", []))
+    got, runs = [], []
     with paddle.static.scope_guard(scope):
         exe.run(startup)
         persist = sorted(v.name for v in main.list_vars() if v.persistable and v.name not in ("feed", "fetch"))
-        params = {n: np.array(scope.find_var(n).get_tensor()) for n in persist if scope.find_var(n) is not None}
-        fetch = _names(spec["fetch"])
-        got = exe.run(main, feed=spec.get("feed", {}), fetch_list=fetch)
+        params = {n: np.array(scope.find_var(n).get_tensor()) for n in persist
+                  if scope.find_var(n) is not None and scope.find_var(n).get_tensor()._is_initialized()}
+        if fetch:
+            for k, run in enumerate([spec] + spec.get("runs", [])):
+                vals = exe.run(main, feed=_paddle_feed(run.get("feed", {})), fetch_list=fetch)
+                by_name = dict(zip(fetch, (np.asarray(v) for v in vals)))
+                _check_expectations(name, run, by_name)
+                if "expect_fd" in spec:
+                    _fd_check(exe, main, run, spec["expect_fd"], by_name)
+                if k == 0:
+                    got = vals
+                else:
+                    runs.append({"feed": _json_feed(run["feed"]), "paddle_values": [np.asarray(v).tolist() for v in vals],
+                                 "expect": run.get("expect", {}), "expect_close": run.get("expect_close", {})})
     np.savez(os.path.join(out_dir, "params.npz"), **params)
-    np.savez(os.path.join(out_dir, "feeds.npz"), **spec.get("feed", {}))
+    np.savez(os.path.join(out_dir, "feeds.npz"), **_npz_feed(spec.get("feed", {})))
     case = {"test": spec["test"], "calls": rec.calls, "fetch": fetch,
             "paddle_values": [np.asarray(v).tolist() for v in got],
             "expect": spec.get("expect", {})}
+    for key in ("expect_close", "expect_sum", "expect_fd", "expect_ops", "expect_params"):
+        if key in spec:
+            case[key] = spec[key]
+    if runs:
+        case["runs"] = runs
     with open(os.path.join(out_dir, "case.json"), "w") as f:
         json.dump(case, f, indent=1)
         f.write("\n")
-    print(f"{name}: {len(rec.calls)} calls, fetched {[np.asarray(v).tolist() for v in got]}")
+    print(f"{name}: {len(rec.calls)} calls, fetched {[np.asarray(v).shape for v in got]}")
 
 
 def matmul(x, y):
@@ -260,10 +345,10 @@ def double_gradient_multi_target(rec):
             "expect": {grad_x[0].name: [[0.0, 0.0], [0.0, 0.0]], jvp[0].name: [[5.0, 5.0], [5.0, 5.0]]}}
 
 
-def main():
+def main(scenarios=SCENARIOS):
     only = set(sys.argv[1:])
     os.makedirs(OUT_ROOT, exist_ok=True)
-    for builder in SCENARIOS:
+    for builder in scenarios:
         if not only or builder.__name__ in only:
             generate(builder)
 

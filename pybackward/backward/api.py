@@ -41,8 +41,13 @@ VarsLike = Variable | str | Sequence[Variable | str]
 
 
 def _is_pir(program: Any, *refs: Any) -> bool:
-    """Whether the call is about a PIR program: `program` is one, or a value given is a PIR value."""
-    from ..pir.model import Program as PirProgram, Value as PirValue
+    """Whether the call is about a PIR program: `program` is one, or a value given is a PIR value.
+    (No PIR object exists before the PIR model is imported: a legacy call never imports it.)"""
+    import sys
+    model = sys.modules.get("pybackward.pir.model")
+    if model is None:
+        return False
+    PirProgram, PirValue = model.Program, model.Value
     if isinstance(program, PirProgram):
         return True
     for r in refs:
@@ -319,8 +324,8 @@ def gradients(targets: VarsLike, inputs: VarsLike, target_gradients: VarsLike | 
     _flags(keep_param_stop_gradient=keep_param_stop_gradient, stop_edges=stop_edges, paddle_exact=paddle_exact)
     if not isinstance(unconnected, str) or unconnected not in UNCONNECTED:
         raise ArgumentError(f"unconnected must be one of {list(UNCONNECTED)}, not {unconnected!r}")
-    if isinstance(inputs, (list, tuple)) and not inputs:
-        raise ArgumentError("inputs is empty: name at least one variable to differentiate with respect to")
+    # inputs=[] is Paddle's too: the backward section is appended and [] returned
+    # (test_backward.py::TestBackwardUninitializedVariable calls gradients(loss, [])).
     return _calc_gradient(targets, inputs, target_gradients, no_grad_set, program,
                           keep_param_stop_gradient, unconnected, stop_edges, paddle_exact)
 

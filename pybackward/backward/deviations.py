@@ -685,6 +685,9 @@ def refuse_aliased_outputs(block: Block, op: Operator, index: int | None) -> Non
     """An op on the gradient path that names one var twice among its outputs
     (`split(h) -> Out=[p, p]`): the var holds only the last of the values,
     but the grad op hands the gradient back to every position. Refused."""
+    outs = op.output_arg_names
+    if len(outs) < 2 or len(set(outs)) == len(outs):
+        return
     seen: set[str] = set()
     for n in op.output_arg_names:
         if n == EMPTY_VAR_NAME:

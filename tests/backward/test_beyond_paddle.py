@@ -54,9 +54,13 @@ def test_unconnected_error_names_the_inputs_and_leaves_the_program():
     assert pybackward.dumps(p) == before
 
 
-def test_empty_inputs_is_an_error():
-    with pytest.raises(pybackward.ArgumentError, match="inputs is empty"):
-        pybackward.gradients(["loss"], [], program=_program())
+def test_empty_inputs_appends_the_backward_and_returns_nothing():
+    """As Paddle's gradients(loss, []) (test_backward.py; replayed op for op in
+    tests/backward/test_backward_replay.py)."""
+    p = _program()
+    n = len(p.global_block().ops)
+    assert pybackward.gradients(["loss"], [], program=p) == []
+    assert len(p.global_block().ops) > n
     with pytest.raises(pybackward.ArgumentError, match="unconnected must be one of"):
         pybackward.gradients(["loss"], ["x"], program=_program(), unconnected="maybe")
 
