@@ -26,7 +26,7 @@ with paddle.static.program_guard(main, startup):
         h = paddle.static.nn.fc(h, 16, activation="relu")
     loss = paddle.mean(h)
     ops_before = len(main.global_block().ops)
-    core.serialize_pir_program(main, out, 1, True, False, True)
+    core.serialize_pir_program(main, out, True, False, True)   # overwrite, not readable, trainable
     t0 = time.perf_counter()
     paddle.static.append_backward(loss)
     dt = time.perf_counter() - t0
