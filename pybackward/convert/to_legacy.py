@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Iterable
 
 from .._proto import framework_pb2 as pb
@@ -52,6 +51,7 @@ from ..legacy.program import Block as LBlock
 from ..legacy.program import Program as LProgram
 from ..ops import registry
 from ..pir import opmap
+from ..pir.opmap import resolve
 from ..pir.model import Block, Operation, Program, Value
 from ..pir.types import DenseTensorArrayType, DenseTensorType, VectorType, dense
 
@@ -135,60 +135,6 @@ _REFUSED = {"pd_op.pylayer": "its backward is a Python function of the process t
 
 #: Ops whose results stand for a legacy attribute (folded into the consumer when it takes one).
 CONST_OPS = frozenset({"pd_op.full", "pd_op.full_int_array"})
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A PIR op's legacy form: the op map entry, the (operand, result) pairs it writes
-    in place, and the legacy attrs its name implies (`pd_op.triu`: lower=False)."""
-
-    map: opmap.OpMap
-    inplace: tuple[tuple[int, int], ...] = ()
-    implied: tuple[tuple[str, Any], ...] = ()
-
-
-@lru_cache(maxsize=1)
-def _inplace_forms() -> dict[str, opmap.OpMap]:
-    out: dict[str, opmap.OpMap] = {}
-    for t in opmap.legacy_types():
-        for f in opmap.legacy_forms(t):
-            if f.inplace:
-                out.setdefault(f.inplace, f)
-    return out
-
-
-def _pairs(m: opmap.OpMap, names: Iterable[tuple[str, str]]) -> tuple[tuple[int, int], ...]:
-    ops = [o.name for o in m.operands]
-    res = [r.name for r in m.results]
-    return tuple((ops.index(a), res.index(b)) for a, b in names if a in ops and b in res)
-
-
-def _implied(m: opmap.OpMap) -> tuple[tuple[str, Any], ...]:
-    out = [(a, not v) for a, v in m.when_attr_not.items() if isinstance(v, bool)]
-    forms = opmap.legacy_forms(m.legacy_type)
-    if forms and forms[0] is m:
-        pir_attrs = {a.legacy for a in m.attrs}
-        out += [(a, v) for alt in forms[1:] for a, v in alt.when_attr_not.items() if a not in pir_attrs]
-    return tuple(out)
-
-
-@lru_cache(maxsize=None)
-def resolve(name: str) -> Resolved | None:
-    """The legacy form of PIR op `name` (None: the op map has none). An in-place name
-    (`pd_op.batch_norm_`, `pd_op.relu_`) resolves to its out-of-place form writing the
-    operands its `inplace_map` names (else its first operand as its first result)."""
-    m = opmap.pir_to_legacy(name)
-    if m is not None:
-        inplace = _pairs(m, m.inplace_map) if name.endswith("_") and m.inplace_map else ()
-        return Resolved(m, inplace, _implied(m))
-    m = _inplace_forms().get(name)
-    if m is not None:
-        return Resolved(m, _pairs(m, m.inplace_map), _implied(m))
-    if name.endswith("_") and not name.endswith("__"):
-        m = opmap.pir_to_legacy(name[:-1])
-        if m is not None:
-            return Resolved(m, _pairs(m, m.inplace_map) if m.inplace_map else ((0, 0),), _implied(m))
-    return None
 
 
 def refusals(program: Program) -> Counter:

@@ -54,8 +54,9 @@ from ..pir.model import Block, Operation, Program, Value
 from ..pir.reader import known_ops
 from ..pir.summary import summary
 from ..pir.types import DenseTensorType, VectorType
+from ..pir.opmap import resolve
 from .pir_glue import (GLUE, GLUE_INPLACE, LEGACY_INPUTS, attr_value, cast_to, cpu_kernel_words, legacy_attrs,
-                       numpy_dtype, resolve, routed)
+                       numpy_dtype, routed)
 from .pir_grads import GRAD_SUFFIX, BackwardInfo, backward_info, named_gradients
 
 #: The ops that run regions, and the op that ends a region.

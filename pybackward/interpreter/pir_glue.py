@@ -46,6 +46,7 @@ from ..base import dtypes
 from ..base.errors import ExecutionError, PyBackwardError
 from ..ops import registry
 from ..pir import opmap
+from ..pir.opmap import Resolved
 from ..pir.model import Operation
 
 #: glue(operand values, the op's attrs as plain values) -> result values
@@ -274,71 +275,6 @@ LEGACY_INPUTS: dict[str, Callable[[dict[str, list], dict[str, Any]], None]] = {
 
 
 # ----------------------------------------------------------- the op map
-@dataclass(frozen=True)
-class Resolved:
-    """How a PIR op computes: the legacy form (`map`: legacy type, operand -> slot,
-    attr -> legacy attr) and which operands it writes in place, as (operand
-    index, result index) pairs: from then on the operand's value is the result's."""
-
-    map: opmap.OpMap
-    inplace: tuple[tuple[int, int], ...] = ()
-    #: Legacy attrs the op's name implies: `pd_op.tril` / `pd_op.triu` are tril_triu with
-    #: `lower` true / false, `pd_op.split` is split with `num` 0 (the alternative forms' conditions).
-    implied: tuple[tuple[str, Any], ...] = ()
-
-
-@lru_cache(maxsize=1)
-def _inplace_forms() -> dict[str, opmap.OpMap]:
-    """In-place PIR op name -> the legacy form whose `inplace` it is (`pd_op.relu_` -> relu)."""
-    out: dict[str, opmap.OpMap] = {}
-    for t in opmap.legacy_types():
-        for f in opmap.legacy_forms(t):
-            if f.inplace:
-                out.setdefault(f.inplace, f)
-    return out
-
-
-def _pairs(m: opmap.OpMap, names: tuple[tuple[str, str], ...]) -> tuple[tuple[int, int], ...]:
-    ops = [o.name for o in m.operands]
-    res = [r.name for r in m.results]
-    return tuple((ops.index(a), res.index(b)) for a, b in names if a in ops and b in res)
-
-
-def _implied(m: opmap.OpMap) -> tuple[tuple[str, Any], ...]:
-    """The legacy attrs a form stands for: a bool its condition excludes is the other
-    value; the base form has the values its alternatives' conditions exclude."""
-    out = [(a, not v) for a, v in m.when_attr_not.items() if isinstance(v, bool)]
-    forms = opmap.legacy_forms(m.legacy_type)
-    if forms and forms[0] is m:
-        pir_attrs = {a.legacy for a in m.attrs}
-        out += [(a, v) for alt in forms[1:] for a, v in alt.when_attr_not.items() if a not in pir_attrs]
-    return tuple(out)
-
-
-@lru_cache(maxsize=None)
-def resolve(name: str) -> Resolved | None:
-    """The legacy form of a PIR op name, or None when the op map has none.
-
-    `pd_op.matmul` -> matmul_v2; an in-place name (`pd_op.batch_norm_`,
-    `pd_op.relu_`) -> its out-of-place form, writing the operands its
-    `inplace_map` names; an in-place name the map does not list (`pd_op.X_`
-    where `pd_op.X` is mapped) writes its first operand as its first result,
-    Paddle's convention for them."""
-    m = opmap.pir_to_legacy(name)
-    if m is not None:
-        inplace = _pairs(m, m.inplace_map) if name.endswith("_") and m.inplace_map else ()
-        return Resolved(m, inplace, _implied(m))
-    m = _inplace_forms().get(name)
-    if m is not None:
-        return Resolved(m, _pairs(m, m.inplace_map), _implied(m))
-    if name.endswith("_") and not name.endswith("__"):
-        m = opmap.pir_to_legacy(name[:-1])
-        if m is not None:
-            pairs = _pairs(m, m.inplace_map) if m.inplace_map else ((0, 0),)
-            return Resolved(m, pairs, _implied(m))
-    return None
-
-
 # ------------------------------------- routes: a legacy kernel that computes another op
 @dataclass(frozen=True)
 class Route:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from ..pir import opmap
 from ..pir.model import Block, Operation, Program, Value
 from ..pir.types import DenseTensorType
-from .pir_glue import resolve
+from ..pir.opmap import resolve
 
 GRAD_SUFFIX = "@GRAD"
 CONTROL_FLOW = frozenset({"pd_op.if", "pd_op.while", "pd_op.pylayer"})

@@ -20,7 +20,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 import pybackward.ops  # noqa: E402,F401  (registers every op family)
-from pybackward.interpreter.pir_glue import GLUE, ROUTES, paddle_cpu, resolve  # noqa: E402
+from pybackward.interpreter.pir_glue import GLUE, ROUTES, paddle_cpu  # noqa: E402
+from pybackward.pir.opmap import resolve  # noqa: E402
 from pybackward.ops import registry  # noqa: E402
 from pybackward.pir import opmap  # noqa: E402
 

@@ -26,7 +26,8 @@ import pytest
 import pybackward
 from conftest import PROGRAMS, TESTDATA
 from pybackward import pir
-from pybackward.convert.to_legacy import SPECIAL_OPS, convert, resolve, to_legacy
+from pybackward.convert.to_legacy import SPECIAL_OPS, convert, to_legacy
+from pybackward.pir.opmap import resolve
 from pybackward.convert.to_pir import to_pir, to_pir_with_map
 from pybackward.interpreter.executor import Executor, Scope
 from pybackward.interpreter.pir_executor import PirExecutor

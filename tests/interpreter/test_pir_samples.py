@@ -38,7 +38,7 @@ from pybackward.pir import opmap
 from pybackward.pir.model import Operation, make_value_ids
 from pybackward.pir.types import NULL_TYPE, Attr, VectorType, dense
 from pybackward.interpreter.pir_executor import PirExecutor
-from pybackward.interpreter.pir_glue import resolve
+from pybackward.pir.opmap import resolve
 
 def _attr(value: Any, type_: str) -> Attr | None:
     if value is None:
