@@ -659,9 +659,9 @@ def test_col2im_by_output_position_adds_in_kernel_tap_order(kh, kw, s, d):
             continue
         oh, ow = (hp - eh) // s[0] + 1, (wp - ew) // s[1] + 1
         cols = rng.standard_normal((groups, n * oh * ow, ch // groups * kh * kw)).astype(np.float32)
-        got = conv._col2im(cols, (n, ch, hp, wp), kh, kw, s, d, groups, oh, ow)
         c6 = cols.reshape(groups, n, oh, ow, ch // groups, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
-        c6 = c6.reshape(n, ch, kh, kw, oh, ow)
+        c6 = np.ascontiguousarray(c6.reshape(n, ch, kh, kw, oh, ow))
+        got = conv._col2im(c6, (n, ch, hp, wp), s, d, oh, ow)      # columns as (N, C, KH, KW, OH, OW)
         want = np.zeros((n, ch, hp, wp), np.float32)
         for i in range(kh):
             for j in range(kw):
