@@ -160,14 +160,15 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
         prog = pybackward.load(src)
         if pybackward.formats.is_pir(prog):
             from .pir_backward import append_pir
-            if aggregation != "sum" or verify or batch != 1:
-                raise pybackward.ArgumentError(f"{src}: is a PIR program; --aggregation, --verify and --batch "
+            if aggregation != "sum" or verify:
+                raise pybackward.ArgumentError(f"{src}: is a PIR program; --aggregation and --verify "
                                                "apply to legacy programs only")
             append_pir(prog, src, out, in_place=in_place, loss=loss, parameters=parameters, no_grad=no_grad,
                        checkpoints=checkpoints, memory_budget=memory_budget, as_json=as_json,
                        show_pairs=show_pairs, quiet=quiet, force=force, expect=expect, update=update,
                        run_after=run_after, params=params, startup=startup, feeds_npz=feeds_npz,
-                       feed_items=feed_items, check_nan=check_nan, paddle_exact=paddle_exact, progress=bar)
+                       feed_items=feed_items, check_nan=check_nan, paddle_exact=paddle_exact, progress=bar,
+                       batch=batch)
             return
         if out:
             check_program_path(out)

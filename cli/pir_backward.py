@@ -79,7 +79,7 @@ def compare_pir_golden(prog, expect: str, update: bool, as_json: bool, quiet: bo
 def append_pir(prog, src: str, out: str | None, *, in_place: bool, loss: str | None, parameters, no_grad,
                checkpoints: str | None, memory_budget, as_json: bool, show_pairs: bool, quiet: bool, force: bool,
                expect: str | None, update: bool, run_after: bool, params, startup, feeds_npz, feed_items,
-               check_nan: bool, paddle_exact: bool, progress) -> None:
+               check_nan: bool, paddle_exact: bool, progress, batch: int = 1) -> None:
     """`pybackward append` on a PIR program."""
     from pybackward.backward.pir.api import append_backward
     if not force:
@@ -90,8 +90,12 @@ def append_pir(prog, src: str, out: str | None, *, in_place: bool, loss: str | N
         cps = "auto" if checkpoints == "auto" else [c for c in checkpoints.split(",") if c]
     ops_before = prog.num_ops()
     progress.stage("appending the backward section")
+    from .common import parse_bytes
+    budget = parse_bytes(memory_budget)
+    if budget is not None and cps is None:
+        cps = "auto"
     got = append_backward(loss_v, list(parameters) or None, list(no_grad) or None, checkpoints=cps,
-                          program=prog, paddle_exact=paddle_exact, memory_budget=memory_budget)
+                          program=prog, paddle_exact=paddle_exact, memory_budget=budget, batch_size=batch)
     pairs, used = got if isinstance(got, tuple) else (got, None)
     appended = prog.num_ops() - ops_before
     rows = [[_ref(p), None if g is None else f"%{g.id}"] for p, g in pairs]

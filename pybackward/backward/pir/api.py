@@ -111,8 +111,8 @@ def _walk_program_of(made: list[tuple[Operation, Operation | None]]):
 
 def append_backward(loss: Any, parameter_list: Iterable[Any] | None = None, no_grad_set: Iterable[Any] | None = None,
                     callbacks: Sequence[Callable] | None = None, checkpoints: Any = None, *,
-                    program: Program | None = None, paddle_exact: bool = False, memory_budget: Any = None
-                    ) -> "list[tuple[Value, Value | None]] | tuple[list[tuple[Value, Value | None]], list[Value]]":
+                    program: Program | None = None, paddle_exact: bool = False, memory_budget: Any = None,
+                    batch_size: int = 1) -> "list[tuple[Value, Value | None]] | tuple[list[tuple[Value, Value | None]], list[Value]]":
     """Append the backward section of `loss` to its PIR program (Paddle's
     `ir_backward.append_backward`). Returns `[(param, grad or None), ...]`: every
     persistable value of the loss's block by default (non-trainable ones too, with
@@ -120,7 +120,9 @@ def append_backward(loss: Any, parameter_list: Iterable[Any] | None = None, no_g
 
     With `checkpoints` (values or refs, or "auto") the segments between them are
     computed again in the backward section (`recompute`), and the call returns
-    `(pairs, checkpoints used)`, as for legacy programs."""
+    `(pairs, checkpoints used)`, as for legacy programs. `memory_budget` (bytes, with
+    `checkpoints` "auto" or None) chooses them so the peak activation memory at
+    `batch_size` fits (`recompute.choose_under_budget`)."""
     program = _program_of(program, loss, parameter_list)
     loss_v = _value(program, loss, "loss")
     if loss_v.defining_op is None:
@@ -134,22 +136,44 @@ def append_backward(loss: Any, parameter_list: Iterable[Any] | None = None, no_g
         params = [r for op in block.ops if "persistable" in op.result_attrs
                   for i, r in enumerate(op.results) if op.result_flag("persistable", i)]
     no_grad = set(_values(program, list(no_grad_set) if no_grad_set is not None else [], "no_grad_set"))
-    if memory_budget is not None:
-        raise ArgumentError("memory_budget: the checkpoint choice under a memory budget applies to legacy "
-                            "programs; on PIR programs give checkpoints (values, or \"auto\": sqrt(n))")
+    if memory_budget is not None and checkpoints not in (None, "auto"):
+        raise ArgumentError("memory_budget goes with checkpoints=\"auto\" (or none): it chooses them")
     forward = list(block.ops)
+    if memory_budget is not None:
+        checkpoints = _under_budget(program, forward, loss_v, memory_budget, batch_size, parameter_list,
+                                    no_grad_set)
     cbs = _check_callbacks(callbacks)
     made: list[tuple[Operation, Operation | None]] = []
     with paused_gc():
         state, _ = calc_gradient_helper(block, [loss_v], [], [], no_grad,
                                         (lambda op, fwd: made.append((op, fwd))) if cbs else None, paddle_exact)
         pairs = [(p, state.first(p)) for p in params]
-        used = None
+        used = [] if memory_budget is not None else None
         if checkpoints is not None and checkpoints != []:
             used = recompute.apply(block, forward, recompute.resolve(program, checkpoints, forward, loss_v))
         make_value_ids(program)
     _call_callbacks(cbs, made, state)
     return pairs if used is None else (pairs, used)
+
+
+def _under_budget(program: Program, forward: list[Operation], loss: Value, budget: Any, batch_size: int,
+                  parameter_list: Any, no_grad_set: Any) -> list[Value]:
+    """The checkpoints whose peak fits `budget`, tried on copies of the program."""
+    from ...pir import codec
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise ArgumentTypeError(f"memory_budget must be a positive number of bytes, not {budget!r}")
+    make_value_ids(program)
+    data = codec.dumps(program)
+    loss_ref = f"%{loss.id}"
+    keep = [f"%{v.id}" for v in _values(program, list(parameter_list), "parameter_list")] \
+        if parameter_list is not None else None
+    no_grad = [f"%{v.id}" for v in _values(program, list(no_grad_set), "no_grad_set")] if no_grad_set else None
+
+    def build(refs: list[str]) -> Program:
+        copy = codec.loads(data)
+        append_backward(loss_ref, keep, no_grad, checkpoints=refs or None, program=copy)
+        return copy
+    return recompute.choose_under_budget(program, forward, loss, budget, batch_size, build)
 
 
 def calc_gradient(targets: Any, inputs: Any, target_gradients: Any = None, no_grad_set: Iterable[Any] | None = None,

@@ -69,15 +69,7 @@ def recomputable(op: Operation) -> bool:
 
 def auto_checkpoints(forward: Sequence[Operation], loss: Value) -> list[Value]:
     """sqrt(n) checkpoints along the loss's op path: every k-th single-result float value."""
-    on_path: set[int] = {id(loss)}
-    path: list[Operation] = []
-    for op in reversed(forward):
-        if any(id(r) in on_path for r in op.results):
-            path.append(op)
-            on_path.update(id(v) for v in op.operands if v is not None)
-    path.reverse()
-    cands = [op.results[0] for op in path if len(op.results) == 1 and recomputable(op)
-             and getattr(op.results[0].type, "dtype", "") in ("float16", "bfloat16", "float32", "float64")]
+    cands = auto_candidates(forward, loss)
     if len(cands) < 4:
         return []
     k = max(2, int(math.isqrt(len(cands))))
@@ -168,3 +160,53 @@ def resolve(program: Any, checkpoints: Any, forward: Sequence[Operation], loss: 
     if not isinstance(checkpoints, (list, tuple)):
         raise ArgumentError(f"checkpoints must be \"auto\" or a list of values, not {type(checkpoints).__name__}")
     return [c if isinstance(c, Value) else program.value(c) for c in checkpoints]
+
+
+def choose_under_budget(program: Any, forward: Sequence[Operation], loss: Value, budget: int, batch_size: int,
+                        build: "Any") -> list[Value]:
+    """Checkpoints for `checkpoints="auto"` under a memory budget: evenly spaced sets of
+    1, 2, 4, ... and sqrt(n) values of the loss's path are tried on copies of the
+    program (`build(refs)` appends the backward with those checkpoints to a fresh copy
+    and returns it); the set whose peak activation memory (`analysis.pir_liveness`,
+    every -1 taken as `batch_size`) fits the budget with the fewest ops wins. Raises
+    ArgumentError naming the lowest peak reached when none fits."""
+    from ...analysis import pir_liveness
+    from ...pir.summary import backward_start
+    path = auto_candidates(forward, loss)
+    sizes = sorted({0, max(1, int(math.isqrt(len(path))))} | {2 ** k for k in range(len(path).bit_length())
+                                                             if 2 ** k <= len(path)})
+    best: tuple[int, list[str]] | None = None
+    lowest = None
+    for m in sizes:
+        chosen = _evenly(path, m)
+        refs = [f"%{v.id}" for v in chosen]
+        copy = build(refs)
+        report = pir_liveness.memory(copy, batch_size, backward_start=backward_start(copy))
+        lowest = report.peak_bytes if lowest is None else min(lowest, report.peak_bytes)
+        if report.peak_bytes <= budget and (best is None or copy.num_ops() < best[0]):
+            best = (copy.num_ops(), refs)
+    if best is None:
+        raise ArgumentError(f"memory budget of {budget} bytes: no checkpoint set fits (the lowest peak reached "
+                            f"is {lowest} bytes at batch {batch_size}); raise the budget")
+    return [program.value(r) for r in best[1]]
+
+
+def auto_candidates(forward: Sequence[Operation], loss: Value) -> list[Value]:
+    """The single-result float values of the loss's op path a checkpoint may be."""
+    on_path: set[int] = {id(loss)}
+    path: list[Operation] = []
+    for op in reversed(forward):
+        if any(id(r) in on_path for r in op.results):
+            path.append(op)
+            on_path.update(id(v) for v in op.operands if v is not None)
+    path.reverse()
+    return [op.results[0] for op in path if len(op.results) == 1 and recomputable(op)
+            and getattr(op.results[0].type, "dtype", "") in ("float16", "bfloat16", "float32", "float64")]
+
+
+def _evenly(values: list[Value], m: int) -> list[Value]:
+    """`m` of `values`, evenly spaced, the last one left out (its segment is read first anyway)."""
+    if m <= 0 or len(values) < 2:
+        return []
+    step = len(values) / (m + 1)
+    return [values[min(len(values) - 2, int(step * (k + 1)))] for k in range(m)]

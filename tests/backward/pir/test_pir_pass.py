@@ -213,3 +213,23 @@ def test_the_facade_dispatches_on_pir_programs():
     prog = pybackward.load(PIR / "mlp.json")
     with pytest.raises(ArgumentError, match="legacy programs only"):
         pybackward.append_backward(loss_of(prog), aggregation="pairwise")
+
+
+def test_a_memory_budget_chooses_checkpoints_that_fit():
+    from pybackward.analysis import pir_liveness
+    from pybackward.pir.summary import backward_start
+
+    def peak(prog):
+        return pir_liveness.memory(prog, 4, backward_start=backward_start(prog)).peak_bytes
+
+    plain = pybackward.load(PIR / "transformer.json")
+    append_backward(loss_of(plain))
+    budget = peak(plain) - 1                      # the plain pass does not fit
+    prog = pybackward.load(PIR / "transformer.json")
+    pairs, used = append_backward(loss_of(prog), checkpoints="auto", memory_budget=budget, batch_size=4)
+    assert used and peak(prog) <= budget < peak(plain)
+    roomy = pybackward.load(PIR / "transformer.json")
+    _, none_needed = append_backward(loss_of(roomy), memory_budget=10 ** 9, batch_size=4)
+    assert none_needed == [] and roomy.num_ops() == plain.num_ops()
+    with pytest.raises(ArgumentError, match="no checkpoint set fits"):
+        append_backward(loss_of(pybackward.load(PIR / "transformer.json")), memory_budget=100, batch_size=4)
