@@ -6,6 +6,7 @@ import json
 import click
 
 import pybackward
+from pybackward.base.names import printable
 
 # parse_bytes, resolve_checkpoints, append_with_checkpoints: shared with `append`, kept in common
 # (scripts and tests import them from here too).
@@ -117,7 +118,7 @@ def _pir_report(prog, program: str, batch: int, top: int, keep, loss, checkpoint
         return json.dumps(out)
     lines = ["without checkpoints:\n" + _indent(str(rep))]
     if after is not None:
-        lines.append(f"with checkpoints {', '.join(out['checkpoints']) or 'none'}:\n" + _indent(str(after)))
+        lines.append(f"with checkpoints {_names(out['checkpoints']) or 'none'}:\n" + _indent(str(after)))
         ratio = after.peak_bytes / rep.peak_bytes if rep.peak_bytes else 1.0
         lines.append(f"peak activation memory {pm.human(rep.peak_bytes)} -> {pm.human(after.peak_bytes)} "
                      f"({ratio:.0%})")
@@ -162,7 +163,7 @@ def _report(prog, program: str, batch: int, top: int, keep, loss, checkpoints, m
         return json.dumps(out)
     lines = ["without checkpoints:\n" + _indent(str(rep))]
     if after is not None:
-        lines.append(f"with checkpoints {', '.join(out['checkpoints'])}:\n" + _indent(str(after)))
+        lines.append(f"with checkpoints {_names(out['checkpoints'])}:\n" + _indent(str(after)))
         ratio = after.peak_bytes / rep.peak_bytes if rep.peak_bytes else 1.0
         last = (f"peak activation memory {pm.human(rep.peak_bytes)} -> {pm.human(after.peak_bytes)} "
                 f"({ratio:.0%})")
@@ -178,8 +179,14 @@ def _report(prog, program: str, batch: int, top: int, keep, loss, checkpoints, m
     return "\n".join(lines)
 
 
+def _names(names) -> str:
+    """Names from the program for the text report, escaped (`base.names.printable`): a name
+    holding ESC sequences or a CR cannot rewrite the terminal."""
+    return ", ".join(printable(n) for n in names)
+
+
 def _indent(s: str) -> str:
-    return "\n".join("  " + line for line in s.splitlines())
+    return "\n".join("  " + line for line in s.split("\n"))
 
 
 def _saved_report(program: str, batch: int, as_json: bool) -> str:
@@ -192,5 +199,5 @@ def _saved_report(program: str, batch: int, as_json: bool) -> str:
     lines = [f"{len(rows)} forward values are read by the backward section ({human(total)} at batch {batch}):"]
     for r in rows:
         size = human(r.bytes) if r.bytes is not None else "?"
-        lines.append(f"  {r.name:<36} {size:>10}  read by {', '.join(r.readers)}")
+        lines.append(f"  {printable(r.name):<36} {size:>10}  read by {_names(r.readers)}")
     return "\n".join(lines)

@@ -1481,3 +1481,113 @@ def test_a_long_text_line_within_the_limit_still_reads(tmp_path):
     text = f'blocks {{\n idx: 0\n parent_idx: -1\n vars {{\n name: "{name}"\n type {{ type: DENSE_TENSOR dense_tensor {{ tensor {{ data_type: FP32 }} }} }}\n }}\n}}\n'
     prog = pybackward.loads(text.encode(), text=True)
     assert name in prog.global_block().vars
+
+
+# -- names with control characters: stats, check, PIR show, append's checkpoints ---------
+ERASE = "\x1b[2K\rwrote out.pb"
+PIR_DIR = Path(__file__).resolve().parent.parent / "testdata" / "pir"
+
+
+def _renamed(data: bytes, old: str, new: str) -> bytes:
+    """A legacy program (bytes) with var `old` renamed `new` in every block."""
+    desc = pb.ProgramDesc()
+    desc.ParseFromString(data)
+    for b in desc.blocks:
+        for v in b.vars:
+            if v.name == old:
+                v.name = new
+        for op in b.ops:
+            for slot in list(op.inputs) + list(op.outputs):
+                slot.arguments[:] = [new if a == old else a for a in slot.arguments]
+    return desc.SerializeToString()
+
+
+def _pir_renamed(tmp_path: Path, case: str, old: str, new: str) -> Path:
+    """testdata/pir/<case>.json with the string `old` (a parameter_name, a data name) made `new`."""
+    import json
+    text = (PIR_DIR / f"{case}.json").read_text()
+    assert text.count(json.dumps(old)) == 1, (case, old)
+    p = tmp_path / f"{case}.json"
+    p.write_text(text.replace(json.dumps(old), json.dumps(new)))
+    return p
+
+
+def _terminal(*args) -> str:
+    """What the CLI writes (stdout and stderr) with colour on, so click strips no ESC sequence
+    (into a pipe it drops CSI sequences itself, and a test there could not fail); checked
+    clean of control characters, with the name shown escaped."""
+    r = CliRunner().invoke(cli, [str(a) for a in args], color=True)
+    assert r.exit_code in (0, 1) and (r.exception is None or isinstance(r.exception, SystemExit)), \
+        (r.exit_code, r.exception, r.output[-2000:])
+    _clean(r.output)
+    assert "\\x1b[2K\\x0dwrote out.pb" in r.output, r.output[-2000:]
+    return r.output
+
+
+def test_stats_escapes_names(tmp_path):
+    """`stats`: the vars at the peak, `--checkpoints` (the line naming them, and each report
+    indented line by line: a CR in a name started a line of its own) and `--saved`."""
+    fwd = pybackward.dumps(pybackward.load(FIT))
+    x = tmp_path / "x.pb"
+    x.write_bytes(_renamed(fwd, "x", "x" + ERASE))
+    _terminal("stats", x)
+    sq = tmp_path / "sq.pb"
+    sq.write_bytes(_renamed(fwd, "square_error_cost_0.tmp_0", "s" + ERASE))
+    out = _terminal("stats", sq, "--loss", LOSS, "--checkpoints", "auto")
+    assert "with checkpoints s\\x1b[2K\\x0dwrote out.pb:" in out, out
+    out = _terminal("stats", sq, "--loss", LOSS, "--checkpoints", "s" + ERASE)
+    # The columns line up on the names as shown.
+    rows = [ln for ln in out.splitlines() if ln.startswith("    s") or ln.startswith("    x ")]
+    assert rows and len({ln.index(" B ") for ln in rows}) == 1, rows
+    bwd = tmp_path / "bwd.pb"
+    bwd.write_bytes(_renamed(FIT_BACKWARD, "square_error_cost_0.tmp_1", "s" + ERASE))
+    _terminal("stats", bwd, "--saved")
+
+
+def test_stats_of_a_pir_program_escapes_names(tmp_path):
+    _terminal("stats", _pir_renamed(tmp_path, "mlp", "y", "y" + ERASE), "--top", "20")
+
+
+def test_check_escapes_names_in_its_table(tmp_path):
+    p = tmp_path / "w.pb"
+    p.write_bytes(_renamed(pybackward.dumps(pybackward.load(FIT)), "fc_0.w_0", "w" + ERASE))
+    with np.load(FIT_PARAMS) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["w" + ERASE] = arrays.pop("fc_0.w_0")
+    np.savez(tmp_path / "params.npz", **arrays)
+    out = _terminal("check", p, "--loss", LOSS, "--params", tmp_path / "params.npz", "--feeds", FIT_FEEDS)
+    lines = out.splitlines()
+    head = next(ln for ln in lines if ln.startswith("var "))
+    row = next(ln for ln in lines if ln.startswith("w\\x1b"))
+    assert row.index("[13, 1]") == head.index("shape"), (head, row)
+
+
+def test_pir_show_escapes_names_and_keeps_the_rest(tmp_path):
+    """PIR `show` (Paddle's print): the parameter's name escaped, every other line as Paddle printed it."""
+    p = _pir_renamed(tmp_path, "mlp", "fc_0.w_0", "w" + ERASE)
+    out = _terminal("show", p)
+    golden = (PIR_DIR / "mlp.txt").read_text()
+    assert out.replace('"w\\x1b[2K\\x0dwrote out.pb"', '"fc_0.w_0"') == golden
+    assert _terminal("show", _pir_renamed(tmp_path, "mlp_bwd", "fc_2.w_0", "w" + ERASE))
+
+
+def test_pir_text_escapes_op_names_attribute_names_and_keys():
+    from pybackward import pir
+    prog = pir.load(PIR_DIR / "mlp.json")
+    op = next(o for o in prog.block.ops if o.attrs and not o.regions)
+    op.name = "pd_op.x" + ERASE
+    op.attrs["a" + ERASE] = next(iter(op.attrs.values()))
+    text = pir.to_text(prog)
+    _clean(text)
+    assert '"pd_op.x\\x1b[2K\\x0dwrote out.pb"' in text and "a\\x1b[2K\\x0dwrote out.pb:" in text
+
+
+@pytest.mark.parametrize("where", ["out", "out-dir"])
+def test_append_lists_the_checkpoints_it_chose_escaped(tmp_path, where):
+    """`append --checkpoints auto` says which it chose; with --out-dir (no progress line) the
+    names went out raw."""
+    sq = tmp_path / "sq.pb"
+    sq.write_bytes(_renamed(pybackward.dumps(pybackward.load(FIT)), "square_error_cost_0.tmp_0", "s" + ERASE))
+    target = ["--out-dir", tmp_path / "od"] if where == "out-dir" else [tmp_path / "o.pb"]
+    out = _terminal("append", "--loss", LOSS, "--checkpoints", "auto", sq, *target)
+    assert "checkpoints (1): s\\x1b[2K\\x0dwrote out.pb" in out, out

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..legacy.names import strip_grad_suffix
 from .path import find_op_path, stop_gradient_names
 from ..base.errors import ArgumentError
+from ..base.names import printable
 from .liveness import human, memory, var_bytes
 from ..legacy.program import Program, Variable
 
@@ -52,7 +53,8 @@ class CheckpointChoice:
         return dataclasses.asdict(self)
 
     def __str__(self) -> str:
-        ck = ", ".join(self.checkpoints) if self.checkpoints else "(none)"
+        # The names are escaped (`base.names.printable`): `append --checkpoints auto` prints this.
+        ck = ", ".join(map(printable, self.checkpoints)) if self.checkpoints else "(none)"
         ratio = self.peak_after / self.peak_before if self.peak_before else 1.0
         s = (f"checkpoints ({len(self.checkpoints)}): {ck}\n"
              f"estimated peak activation memory (batch {self.batch_size}): {human(self.peak_before)} "

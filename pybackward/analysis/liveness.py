@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from ..base import dtypes
 from ..legacy.names import GRAD_SUFFIX, strip_grad_suffix
 from ..base.errors import ArgumentError
+from ..base.names import printable
 from ..legacy.program import Block, Program, Variable
 
 # --------------------------------------------------------------------------
@@ -69,17 +70,20 @@ class MemoryReport:
         return json.dumps(self.to_dict())
 
     def __str__(self) -> str:
+        # Names and the op type come from the program: escaped (`base.names.printable`), so a
+        # name cannot move the cursor or start a line of its own (`stats` indents this by line).
         lines = [f"peak activation memory: {human(self.peak_bytes)} ({self.peak_bytes} bytes, "
-                 f"batch {self.batch_size}) at op {self.peak_op} ({self.peak_op_type}) of {self.num_ops}",
+                 f"batch {self.batch_size}) at op {self.peak_op} ({printable(self.peak_op_type)}) of {self.num_ops}",
                  f"parameters: {human(self.parameter_bytes)}; parameter gradients: "
                  f"{human(self.gradient_bytes)}; all together at most {human(self.total_bytes)}"]
         if self.top:
             lines.append("largest vars live at the peak:")
-            width = max(len(n) for n, _, _ in self.top)
-            for n, k, b in self.top:
+            shown = [printable(n) for n, _, _ in self.top]
+            width = max(len(n) for n in shown)
+            for n, (_, k, b) in zip(shown, self.top):
                 lines.append(f"  {n:<{width}}  {human(b):>10}  {k}")
         if self.unknown:
-            lines.append(f"size unknown (counted as 0): {', '.join(self.unknown[:8])}"
+            lines.append(f"size unknown (counted as 0): {', '.join(map(printable, self.unknown[:8]))}"
                          + (" ..." if len(self.unknown) > 8 else ""))
         return "\n".join(lines)
 

@@ -17,6 +17,7 @@ from ..base import _args, dtypes
 from .._proto import framework_pb2 as pb
 from ..backward.api import append_backward
 from ..base.errors import ArgumentError, ArgumentTypeError
+from ..base.names import printable
 from .executor import Executor, Scope
 from ..legacy.program import Program, Variable
 
@@ -183,9 +184,10 @@ __all__ = ["check_gradients", "GradCheckRow", "to_float64", "dtypes"]
 
 
 def rows_to_table(rows: list[GradCheckRow]) -> str:
-    """The rows as an aligned text table; every column as wide as its widest cell."""
+    """The rows as an aligned text table; every column as wide as its widest cell (a var's
+    name with its control characters escaped: `base.names.printable`)."""
     head = ("var", "shape", "max abs err", "max rel err", "checked", "result")
-    cells = [(r.var, str(list(r.shape)), f"{r.max_abs_err:.3e}", f"{r.max_rel_err:.3e}",
+    cells = [(printable(r.var), str(list(r.shape)), f"{r.max_abs_err:.3e}", f"{r.max_rel_err:.3e}",
               f"{r.checked} {r.mode if r.checked != 1 else r.mode[:-1]}", "ok" if r.ok else "FAIL") for r in rows]
     widths = [max(len(c[i]) for c in [head, *cells]) for i in range(len(head))]
     right = (False, False, True, True, False, False)

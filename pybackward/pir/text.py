@@ -16,11 +16,18 @@ followed: attributes Paddle interns (a -0.0 that prints as 0 because a 0.0
 was made first in the process), and block-argument attributes, which the
 file format does not keep (so they print as `{}`, as in a program Paddle
 has just read).
+
+Names (string attributes, op names, keyword-argument keys, type tags) are
+shown with the control characters a terminal acts on escaped
+(`base.names.printable`; tabs and DEL kept, as Paddle prints them): a parameter named
+"w\\x1b[2K\\rwrote out.pb" prints as that text, where Paddle would print the
+raw bytes. Every other name prints exactly as Paddle prints it.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ..base.names import printable
 from .floats import c_format
 from .model import Block, Operation, Program, Value
 from .types import (DTYPE_NAMES, LAYOUTS, NULL_TYPE, PLACE_KINDS, Attr, DenseTensorArrayType, DenseTensorType,
@@ -72,7 +79,7 @@ def attr_text(a: Attr) -> str:
     """An attribute value as Paddle prints it."""
     tag, v = a.tag, a.value
     if tag in ("0.a_str", "0.a_tensorname"):
-        return '"' + v.replace('"', '\\"') + '"'
+        return '"' + _shown(v).replace('"', '\\"') + '"'
     if tag == "0.a_bool":
         return "true" if v else "false"
     if tag == "0.a_f32":
@@ -107,7 +114,7 @@ def _place(kind: int, device: int, device_type: str) -> str:
     if name in ("cpu", "gpu_pinned", "xpu_pinned"):
         return f"Place({name})"
     if kind == 9:
-        return f"Place({device_type}:{device})"
+        return f"Place({_shown(device_type)}:{device})"
     return f"Place({name}:{device})"
 
 
@@ -122,6 +129,19 @@ def _scalar(v: tuple) -> str:
     if dtype == "complex128":
         return _complex(v[1], v[1], False)   # Paddle 3.3.1 reads the real part into both
     return str(v[1])
+
+
+def _shown(s: str) -> str:
+    """`s` with what a terminal would act on escaped (`base.names.printable`), tabs and DEL
+    kept: they erase and move nothing, and Paddle's print of such a name has them raw."""
+    if s.isascii() and s.isprintable():
+        return s
+    return "\t".join("\x7f".join(printable(p) for p in part.split("\x7f")) for part in s.split("\t"))
+
+
+def _type(t: Type | None) -> str:
+    """`type_text`, its tags from the file escaped (`base.names.printable`) for the terminal."""
+    return _shown(type_text(t))
 
 
 class _Printer:
@@ -142,7 +162,7 @@ class _Printer:
             return name
         if v.is_block_arg:
             if v.key is not None:
-                name = f"%kwarg_{v.key}"
+                name = f"%kwarg_{_shown(v.key)}"
             else:
                 name = f"%arg_{self.args}"
                 self.args += 1
@@ -155,7 +175,8 @@ class _Printer:
 
     def attrs(self, op: Operation) -> str:
         merged = {**op.attrs, **op.result_attrs}
-        return " {" + ",".join(f"{n}:{attr_text(merged[n])}" for n in sorted(merged) if n not in HIDDEN_ATTRS) + "}"
+        return " {" + ",".join(f"{_shown(n)}:{attr_text(merged[n])}" for n in sorted(merged)
+                               if n not in HIDDEN_ATTRS) + "}"
 
     def head(self, op: Operation) -> str:
         """`(%r...) = "name" (%a...) {attrs}`"""
@@ -165,11 +186,11 @@ class _Printer:
             self.stacks += 1
         results = ", ".join(self.value(v) for v in op.results)
         operands = ", ".join(self.value(v) for v in op.operands)
-        return f'({results}) = "{op.name}" ({operands}){self.attrs(op)}'
+        return f'({results}) = "{_shown(op.name)}" ({operands}){self.attrs(op)}'
 
     def signature(self, op: Operation) -> str:
-        ins = ", ".join(type_text(v.type) if v is not None else "<<NULL TYPE>>" for v in op.operands)
-        outs = ", ".join(type_text(v.type) for v in op.results)
+        ins = ", ".join(_type(v.type) if v is not None else "<<NULL TYPE>>" for v in op.operands)
+        outs = ", ".join(_type(v.type) for v in op.results)
         return f" : ({ins}) -> {outs}"
 
     def program(self, program: Program) -> str:
@@ -204,7 +225,7 @@ class _Printer:
         inner = indent + INDENT
         items: list[Any] = []
         if name in ("pd_op.if", "pd_op.pylayer") and op.regions:
-            outs = ", ".join(type_text(v.type) for v in op.results)
+            outs = ", ".join(_type(v.type) for v in op.results)
             self.out.append(f"{indent}{self.head(op)} -> {outs} {{\n")
             for k, region in enumerate(op.regions):
                 if k:
@@ -220,7 +241,8 @@ class _Printer:
             inputs = ", ".join(self.value(v) for v in op.operands[1:])
             body = op.regions[0].blocks[0]
             args = ", ".join(self.value(v) for v in body.args)
-            self.out.append(f'{indent}({results}) = "{name}" (cond={cond}, inputs={inputs}) {{ \n{indent}^{args}\n')
+            self.out.append(f'{indent}({results}) = "{_shown(name)}" (cond={cond}, inputs={inputs}) {{ \n'
+                            f'{indent}^{args}\n')
             for nested in body.ops:
                 items += [(nested, inner), "\n"]
             items.append(indent + "}")
