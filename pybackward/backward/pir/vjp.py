@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 
 from ...base.errors import UnknownOpError
 from ...pir.model import Block, Operation, Value
-from ...pir.types import NULL_TYPE, Attr, DenseTensorArrayType, Type, VectorType
+from ...pir.types import NULL_TYPE, Attr, DenseTensorArrayType, DenseTensorType, Type, VectorType
 from ...pir.vjp_rules import EmittedOp, RuleBody, Source, VjpRule, require_rule
 from .control_flow import stop_flag
 
@@ -202,10 +202,54 @@ def body_for(rule: VjpRule, view: OpView, stopped: Sequence[str], absent: Sequen
     return got
 
 
+def _absent_body(rule: VjpRule, absent: Sequence[str]) -> RuleBody:
+    """The rule's body with these operands absent: as recorded. The recording has one
+    optional operand absent at a time; with more absent (`bilinear_interp` built from
+    `scale` alone: no `out_size`, `size_tensor` or `scale_tensor`) it is the default with
+    each absent operand null (and an absent vector's `builtin.combine` gone), provided every
+    one-absent recording is exactly that. Anything else stays unrecorded (UnknownOpError)."""
+    try:
+        return rule.apply(absent=absent)
+    except UnknownOpError:
+        if len(absent) < 2 and all(a in rule.optional_inputs for a in absent):
+            raise
+    body = rule.body
+    for name in absent:
+        i = rule.inputs.index(name)
+        if name in rule.optional_inputs and rule.apply(absent=[name]) not in (_without(rule.body, i), rule.body):
+            raise UnknownOpError(f"PIR op '{rule.op}' without {', '.join(sorted(absent))} was not "
+                                 f"recorded (without {name} alone is more than a null operand)")
+        if name not in rule.optional_inputs and name not in rule.vector_inputs:
+            raise UnknownOpError(f"PIR op '{rule.op}' without {name} was not recorded")
+        body = _without(body, i)
+    return body
+
+
+def _without(body: RuleBody, index: int) -> RuleBody:
+    """`body` with every use of forward operand `index` (whole or an element) null, and
+    a `builtin.combine` of nothing but its elements dropped (its uses null too)."""
+    def gone(s: Source | None) -> bool:
+        return s is not None and s.kind == "in" and s.index == index
+    dropped = [k for k, e in enumerate(body.ops)
+               if e.name == "builtin.combine" and e.operands and all(gone(s) for s in e.operands)]
+
+    def moved(s):
+        if s is None or gone(s):
+            return None
+        if isinstance(s, Source) and s.kind == "op":
+            if s.index in dropped:
+                return None
+            return Source("op", s.index - sum(1 for k in dropped if k < s.index), s.elem)
+        return s
+    ops = tuple(replace(e, operands=tuple(moved(s) for s in e.operands),
+                        results=tuple(moved(r) if isinstance(r, Source) else r for r in e.results))
+                for k, e in enumerate(body.ops) if k not in dropped)
+    return RuleBody(ops, {key: moved(src) for key, src in body.returns.items()})
+
+
 def _body_for(rule: VjpRule, view: OpView, stopped: Sequence[str], absent: Sequence[str]) -> RuleBody:
     if absent:
-        body = rule.apply(absent=absent)
-        body = expand(body, rule, view)
+        body = expand(_absent_body(rule, absent), rule, view)
         return _null(body, set(stopped)) if stopped else body
     probes = sorted({s if "." not in s else s.split(".")[0] + ".0" for s in stopped})
     if len(probes) == 1 and f"stop:{probes[0]}" in rule.variants and (
@@ -262,6 +306,10 @@ def emit(fwd: Operation, body: RuleBody, view: OpView, block: Block) -> list[Ope
             types: list[Type] = [VectorType(tuple(v.type for v in operands if v is not None))]
         else:
             types = [_result_type(r, view, emitted) for r in e.results]
+        if e.name == "pd_op.array_read" and e.results and isinstance(e.results[0], Type):
+            # a recorded constant: Paddle infers it from the array's dims as they are now
+            # (a returned grad is recorded as its input's Source: call_vjp's set_type)
+            types[0] = array_read_type(operands[0], types[0])
         attrs: dict[str, Attr] = {}
         for k, a in e.attrs.items():
             if isinstance(a, Attr):
@@ -290,6 +338,19 @@ def emit(fwd: Operation, body: RuleBody, view: OpView, block: Block) -> list[Ope
             _array_takes_dims(operands)
         emitted.append(op)
     return emitted
+
+
+def array_read_type(array: Value | None, recorded: Type) -> Type:
+    """The type Paddle's `ArrayReadOp` builder gives its result: `ArrayReadInferMeta` at
+    compile time reads only the array's current rank (which each `array_write_` resets,
+    `_array_takes_dims`): rank > 1 gives that many -1 dims, else `[-1]`; dtype and layout
+    are the array's. `recorded` (the type seen when the rule was recorded) is kept when
+    the operand is not a tensor array."""
+    if array is None or not isinstance(array.type, DenseTensorArrayType):
+        return recorded
+    t = array.type
+    dims = (-1,) * len(t.dims) if len(t.dims) > 1 else (-1,)
+    return DenseTensorType(t.dtype_type, dims, t.layout)
 
 
 def _array_takes_dims(operands: Sequence[Value | None]) -> None:
@@ -344,6 +405,8 @@ def call_vjp(fwd: Operation, inputs: Sequence[Sequence[Value | None]], outputs: 
         elif flags and flags[0]:
             stopped.append(f"in{i}")
     absent = [n for n in rule.optional_inputs if fwd.operands[rule.inputs.index(n)] is None]
+    absent += [n for n in rule.vector_inputs
+               if n not in absent and n in rule.inputs and fwd.operands[rule.inputs.index(n)] is None]
     body = body_for(rule, view, stopped, absent)
     emitted = emit(fwd, body, view, block)
     return returned_grads(rule, body, view, emitted), emitted

@@ -19,11 +19,9 @@ from pybackward.pir.canonical import diff, equal
 #: paddle_exact=True, and the default checked against finite differences elsewhere.
 DEVIATES = {"cond_in_while"}
 #: Known differences, each named (strict: the test fails once they are gone, to be removed then).
-#: The RNN cells unrolled by a while loop over tensor arrays: the element type of an
-#: `array_read` in the grad loop, after an `array_write_` of another shape changed the array's
-#: type, comes out of Paddle's InferMeta as tensor<-1x-1xf32>; pybackward keeps tensor<-1xf32>.
-KNOWN = {n: "array_read's element type in the grad loop after an array_write_ of another shape"
-         for n in ("rnn_lstm_cell", "birnn_gru_cell", "rnn_simple_cell_reverse", "upsample_decoder")}
+#: None now: the RNN cells over tensor arrays (array_read's type, vjp.array_read_type) and
+#: upsample_decoder (interp with every optional operand absent, vjp._absent_body) are equal.
+KNOWN: dict[str, str] = {}
 HEAVY = {"densenet121", "inception_v3", "googlenet", "wide_resnet50_2", "resnext", "mobilenet_v3_large",
          "shufflenet_v2", "crnn_ctc", "bert_encoder", "transformer_decoder"}
 
