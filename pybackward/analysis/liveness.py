@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ..base import dtypes
 from ..legacy.names import GRAD_SUFFIX, strip_grad_suffix
@@ -169,19 +169,11 @@ def lives(program: Program, batch_size: int = 1, keep: Iterable[str] = ()) -> di
     return out
 
 
-def memory(program: Program, batch_size: int = 1, top: int = 8, keep: Iterable[str] = ()) -> MemoryReport:
-    """The activation memory of `program` (block 0) by static liveness; see the module doc.
-
-    `batch_size` replaces every -1 dim; `keep` names vars live to the end
-    (fetched values, e.g. the loss); `top` is how many vars to list at the peak.
-    """
-    if not isinstance(program, Program):
-        raise ArgumentError(f"memory() takes a pybackward Program, not {type(program).__name__}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ArgumentError(f"batch_size must be a positive int, not {batch_size!r}")
-    block = program.global_block()
-    n_ops = len(block.ops)
-    life = lives(program, batch_size, keep)
+def activation_peak(life: Mapping[str, "VarLife"], n_ops: int
+                    ) -> tuple[list[int], int, int, list[tuple[str, str, int]]]:
+    """From live ranges over `n_ops` ops: the activation bytes live at each op, the peak,
+    the (first) op at the peak, and (name, kind, bytes) of what is live there, largest
+    first. Shared by the legacy and the PIR model."""
     delta = [0] * (n_ops + 1)
     for v in life.values():
         if v.kind in ACTIVATION_KINDS and v.nbytes:
@@ -196,6 +188,23 @@ def memory(program: Program, batch_size: int = 1, top: int = 8, keep: Iterable[s
     live_there = sorted(((v.name, v.kind, v.nbytes) for v in life.values()
                          if v.kind in ACTIVATION_KINDS and v.nbytes and v.start <= at <= v.end),
                         key=lambda t: (-t[2], t[0]))
+    return timeline, peak, at, live_there
+
+
+def memory(program: Program, batch_size: int = 1, top: int = 8, keep: Iterable[str] = ()) -> MemoryReport:
+    """The activation memory of `program` (block 0) by static liveness; see the module doc.
+
+    `batch_size` replaces every -1 dim; `keep` names vars live to the end
+    (fetched values, e.g. the loss); `top` is how many vars to list at the peak.
+    """
+    if not isinstance(program, Program):
+        raise ArgumentError(f"memory() takes a pybackward Program, not {type(program).__name__}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ArgumentError(f"batch_size must be a positive int, not {batch_size!r}")
+    block = program.global_block()
+    n_ops = len(block.ops)
+    life = lives(program, batch_size, keep)
+    timeline, peak, at, live_there = activation_peak(life, n_ops)
     params = sum(var_bytes(v, batch_size) or 0 for b in program.blocks[:1] for v in b.vars.values()
                  if v.persistable and v.type == dtypes.VarType.DENSE_TENSOR)
     grads = sum(v.nbytes or 0 for v in life.values() if v.kind == PARAM_GRAD)

@@ -43,8 +43,8 @@ from ..base.errors import ArgumentError
 from ..pir import opmap
 from ..pir.model import Operation, Program, Value
 from ..pir.types import DenseTensorType, VectorType
-from .liveness import (ACTIVATION, ACTIVATION_KINDS, GRADIENT, INPUT, PARAM_GRAD, PARAMETER, MemoryReport,
-                       VarLife)
+from .liveness import (ACTIVATION, GRADIENT, INPUT, PARAM_GRAD, PARAMETER, MemoryReport, VarLife,
+                       activation_peak)
 
 #: Ops whose results are values the run is given, by the attr naming them, and their kind.
 INPUT_OPS = {"pd_op.data": ("name", INPUT), "builtin.parameter": ("parameter_name", PARAMETER),
@@ -183,20 +183,7 @@ def memory(program: Program, batch_size: int = 1, top: int = 8, keep: Iterable[s
     ops = program.block.ops
     n_ops = len(ops)
     life = lives(program, batch_size, keep, param_grads, backward_start)
-    delta = [0] * (n_ops + 1)
-    for v in life.values():
-        if v.kind in ACTIVATION_KINDS and v.nbytes:
-            delta[v.start] += v.nbytes
-            delta[v.end + 1] -= v.nbytes
-    timeline, cur = [], 0
-    for i in range(n_ops):
-        cur += delta[i]
-        timeline.append(cur)
-    peak = max(timeline, default=0)
-    at = timeline.index(peak) if timeline else 0
-    live_there = sorted(((v.name, v.kind, v.nbytes) for v in life.values()
-                         if v.kind in ACTIVATION_KINDS and v.nbytes and v.start <= at <= v.end),
-                        key=lambda t: (-t[2], t[0]))
+    timeline, peak, at, live_there = activation_peak(life, n_ops)
     params: dict[str, int] = {}
     for op in ops:
         if op.name in INPUT_OPS and INPUT_OPS[op.name][1] == PARAMETER and op.results:

@@ -18,9 +18,6 @@ from ...pir.model import Operation, Program, Value, make_value_ids
 from . import recompute
 from .passes import GradState, calc_gradient_helper
 
-ValueRef = "Value | str | int"
-
-
 def _program_of(program: Program | None, *refs: Any) -> Program:
     if program is not None:
         if not isinstance(program, Program):
@@ -79,12 +76,12 @@ def _check_callbacks(callbacks: Any) -> list[Callable]:
 
 
 def _call_callbacks(callbacks: list[Callable], made: list[tuple[Operation, Operation | None]],
-                    state: GradState) -> None:
+                    state: GradState, program: Program) -> None:
     """Call each callback once per grad op that is in the program after the pass (the
     pass's scratch ops, such as unused zero gradients it removed, are not shown)."""
     if not made:
         return
-    order = {id(o): i for i, o in enumerate(_walk_program_of(made))}
+    order = {id(o): i for i, o in enumerate(program.walk())}      # program order
     for op, fwd in sorted(made, key=lambda m: order.get(id(m[0]), -1)):
         if op.block is None:
             continue
@@ -95,18 +92,6 @@ def _call_callbacks(callbacks: list[Callable], made: list[tuple[Operation, Opera
                 context[r] = v
         for cb in callbacks:
             cb(op.block, context)
-
-
-def _walk_program_of(made: list[tuple[Operation, Operation | None]]):
-    """Every op of the program the ops in `made` belong to, in file order."""
-    for op, _ in made:
-        if op.block is not None:
-            block = op.block
-            while block.region is not None and block.region.op is not None and block.region.op.block is not None:
-                block = block.region.op.block
-            for top in block.ops:
-                yield from top.walk()
-            return
 
 
 def append_backward(loss: Any, parameter_list: Iterable[Any] | None = None, no_grad_set: Iterable[Any] | None = None,
@@ -152,7 +137,7 @@ def append_backward(loss: Any, parameter_list: Iterable[Any] | None = None, no_g
         if checkpoints is not None and checkpoints != []:
             used = recompute.apply(block, forward, recompute.resolve(program, checkpoints, forward, loss_v))
         make_value_ids(program)
-    _call_callbacks(cbs, made, state)
+    _call_callbacks(cbs, made, state, program)
     return pairs if used is None else (pairs, used)
 
 

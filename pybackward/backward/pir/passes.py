@@ -18,13 +18,17 @@ and which grad ops each forward op made.
 """
 from __future__ import annotations
 
+import json
+import warnings
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from ...base.errors import UnknownOpError
+from ...base.errors import PaddleDeviationWarning, PyBackwardError, UnknownOpError
 from ...pir.model import Block, Operation, Value
-from ...pir.types import Attr, DenseTensorArrayType, Type
+from ...pir.types import Attr, DenseTensorArrayType, Type, VectorType, dense
 from ...pir.vjp_rules import has_vjp, rule
-from . import graph
+from ..deviations import user_stacklevel
+from . import control_flow, graph
 from .control_flow import stop_flag
 from .vjp import call_vjp
 
@@ -81,13 +85,10 @@ def is_forward_only(name: str) -> bool:
     such an op through without a VJP (pybackward/data/pir_forward_only.json)."""
     global _FORWARD_ONLY
     if _FORWARD_ONLY is None:
-        import json
-        from pathlib import Path
         path = Path(__file__).resolve().parents[2] / "data" / "pir_forward_only.json"
         try:
             _FORWARD_ONLY = frozenset(json.loads(path.read_text())["ops"])
         except (OSError, ValueError, KeyError) as e:
-            from ...base.errors import PyBackwardError
             raise PyBackwardError(f"{path}: cannot read the forward-only PIR ops: {e}") from None
     return name in _FORWARD_ONLY
 
@@ -162,9 +163,6 @@ class PirBackward:
         if what in self.deviations:
             return
         self.deviations.append(what)
-        import warnings
-        from ...base.errors import PaddleDeviationWarning
-        from ..deviations import user_stacklevel
         warnings.warn(f"PIR: {what}; paddle_exact=True gives Paddle's program", PaddleDeviationWarning,
                       stacklevel=user_stacklevel())
 
@@ -228,7 +226,6 @@ class PirBackward:
             sums.extend(items)
             state.grads[value] = [terms]
             return
-        from ...pir.types import VectorType
         combine = b.op("builtin.combine", terms, [VectorType(tuple(t.type for t in terms))], {})
         name = "pd_op.add_n_array" if isinstance(value.type, DenseTensorArrayType) else "pd_op.add_n"
         total = b.op(name, [combine.results[0]], [terms[0].type], {})
@@ -334,7 +331,6 @@ class PirBackward:
                 state.inside_to_outside[ins] = outside
             forward_ops = forward_ops[:-1]
         order = list(reversed(forward_ops)) if graph.is_inplace_net(forward_ops) else graph.inverse_sort(forward_ops)
-        cf = None
         tuple_ops: list[Operation] = []   # the pop, push and stack of this region's pipe
         for op in order:
             if op.name in ("builtin.combine", "builtin.split"):
@@ -344,8 +340,7 @@ class PirBackward:
                                                                    arg_map, copy_map)
                 inputs, stops = self.inputs_with_stops(op, copy_map)
                 if op.name == "cf.tuple_push":
-                    cf = cf or self.control_flow()
-                    cf.tuple_push(self, op, inputs, outputs, out_grads, stops, bwd_block, backward_ops, state,
+                    control_flow.tuple_push(self, op, inputs, outputs, out_grads, stops, bwd_block, backward_ops, state,
                                   copy_map, tuple_ops)
                     continue
                 if (not out_grads or all(zero) or all(g is None for lst in out_grads for g in lst)) and \
@@ -355,8 +350,7 @@ class PirBackward:
                         op.name not in ("pd_op.array_read", "pd_op.array_write_", "pd_op.increment_"):
                     continue
                 if op.name in ("pd_op.if", "pd_op.while", "pd_op.pylayer"):
-                    cf = cf or self.control_flow()
-                    cf.region_op(self, op, inputs, outputs, out_grads, stops, bwd_block, backward_ops, state,
+                    control_flow.region_op(self, op, inputs, outputs, out_grads, stops, bwd_block, backward_ops, state,
                                  arg_map, copy_map)
                     continue
                 input_grads, made = call_vjp(op, inputs, outputs, out_grads, stops, bwd_block)
@@ -377,17 +371,11 @@ class PirBackward:
                                          "and its result needs a gradient")
                 state.op_grads[op] = []
         if fwd_block is not bwd_block:
-            cf = cf or self.control_flow()
-            cf.finish_block(self, base_op, base_inputs, base_input_grads, bwd_block, backward_ops, state,
+            control_flow.finish_block(self, base_op, base_inputs, base_input_grads, bwd_block, backward_ops, state,
                             arg_map, copy_map, tuple_ops)
-
-    def control_flow(self):
-        from . import control_flow
-        return control_flow
 
 
 def _scalar_type() -> Type:
-    from ...pir.types import dense
     return dense("float32", (1,))
 
 
@@ -485,10 +473,9 @@ def calc_gradient_helper(block: Block, outputs: list[Value], inputs: list[Value]
                 if d is not None:
                     remove[d] = None
         elif op.name in graph.CONTROL_FLOW:
-            from .control_flow import remove_unused_full_likes
             for region in op.regions:
                 for b in region.blocks:
-                    remove_unused_full_likes(b, state)
+                    control_flow.remove_unused_full_likes(b, state)
     keep = {id(g) for g in complete_grads if g is not None}
     for op in graph.inverse_sort(list(remove)) if len(remove) < 64 else _consumers_first(remove):
         if op.results and id(op.results[0]) in keep:
