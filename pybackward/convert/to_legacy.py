@@ -35,6 +35,10 @@ computations have rules of their own (the `_SPECIAL` table):
 An op with no legacy counterpart (`pd_op.pylayer`, an op the map lacks) is
 refused before anything is built: `NoLegacyCounterpartError`, one line naming
 it and how many such ops the program has. Nothing is dropped silently.
+
+The result carries the original PIR program as a record Paddle ignores (an
+unknown ProgramDesc field, `convert.record`; `record=False` leaves it out), so
+that `to_pir` gives the original back while the legacy program is unchanged.
 May import: base, ops (the registry), legacy, pir.
 """
 from __future__ import annotations
@@ -52,8 +56,10 @@ from ..legacy.program import Program as LProgram
 from ..ops import registry
 from ..pir import opmap
 from ..pir.opmap import resolve
+from ..pir.codec import dumps
 from ..pir.model import Block, Operation, Program, Value
 from ..pir.types import DenseTensorArrayType, DenseTensorType, VectorType, dense
+from . import record as _record
 
 VarType = pb.VarType
 GRAD = "@GRAD"
@@ -183,19 +189,24 @@ class Conversion:
         return {f"%{v.id}": n for v, n in self.names.items() if v.id is not None}
 
 
-def to_legacy(program: Program) -> LProgram:
+def to_legacy(program: Program, record: bool = True) -> LProgram:
     """A legacy Program computing what the PIR `program` computes (see the module doc).
+    With `record`, it carries `program` itself in a field Paddle ignores
+    (`convert.record`), from which `to_pir` gives it back unchanged.
     Raises NoLegacyCounterpartError for ops with no legacy op, ConversionError for
     constructs it cannot express."""
-    return convert(program).program
+    return convert(program, record).program
 
 
-def convert(program: Program) -> Conversion:
+def convert(program: Program, record: bool = True) -> Conversion:
     """`to_legacy`, also telling which legacy var holds each PIR value."""
     if not isinstance(program, Program):
         raise ConversionError(f"to_legacy converts a pir.Program, not {type(program).__name__}")
     _refuse(program)
-    return _Converter(program).run()
+    conv = _Converter(program).run()
+    if record:
+        _record.attach(conv.program, dumps(program))
+    return conv
 
 
 # --------------------------------------------------------------------------

@@ -26,6 +26,15 @@ works in:
 What Paddle's translator refuses (ops without a PIR counterpart,
 `while_grad`) is refused here too, with an `UnknownOpError` naming the op
 types and how many ops have them.
+
+A legacy program written by `to_legacy` carries the PIR program it came from
+(`convert.record`: an unknown ProgramDesc field Paddle ignores). `to_pir` gives
+that program back, instead of translating, when the record still fits: when
+`to_legacy` of the recorded program is this legacy program exactly. An edited
+program (any op, var, slot or attribute changed) no longer fits and is
+translated as Paddle would; so is every program with no record. `restore=False`
+always translates (Paddle's translation of the legacy program as it is);
+`recorded(program)` tells whether the record is there and fits, and if not why.
 """
 from __future__ import annotations
 
@@ -35,11 +44,15 @@ from typing import Any, Callable
 
 from ..base.errors import ArgumentTypeError, ProgramFileError, UnknownOpError
 from ..legacy.program import Block as LBlock, Operator, Program as LProgram, Variable
+from ..legacy.wire import one_line
 from ..ops.paddle_data import paddle_op
 from ..pir import opmap
+from ..pir.codec import loads as _pir_loads
 from ..pir.model import Block, Operation, Program, Value, make_value_ids
 from ..pir.types import (
     NULL_TYPE, Attr, DenseTensorArrayType, DenseTensorType, SelectedRowsType, Type, VectorType, scalar)
+from . import record as _record
+from .to_legacy import convert as _to_legacy
 
 # Legacy VarType.Type numbers (framework.proto).
 _DENSE, _SELECTED_ROWS, _ARRAY = 7, 8, 13
@@ -135,21 +148,28 @@ class _Refused(Exception):
     """Paddle's translator would refuse this program (the message says why)."""
 
 
-def to_pir(program: LProgram) -> Program:
-    """The PIR program Paddle 3.3.1's translator makes from `program` (see the module doc).
+def to_pir(program: LProgram, restore: bool = True) -> Program:
+    """The PIR program Paddle 3.3.1's translator makes from `program` (see the module doc);
+    for a program `to_legacy` wrote and nobody edited since (and `restore`), the PIR
+    program it was written from.
 
     Raises UnknownOpError when an op has no PIR counterpart (one line naming the
     op types and the count of such ops) and ProgramFileError when Paddle's
     translator would refuse the program for another reason.
     """
-    return to_pir_with_map(program)[0]
+    return to_pir_with_map(program, restore)[0]
 
 
-def to_pir_with_map(program: LProgram) -> tuple[Program, dict[str, Value]]:
+def to_pir_with_map(program: LProgram, restore: bool = True) -> tuple[Program, dict[str, Value]]:
     """`to_pir`, plus what Paddle's `translate_to_pir_with_param_map` returns beside
-    the program: each block-0 var name -> the PIR value it ends up bound to."""
+    the program: each block-0 var name -> the PIR value it ends up bound to (for a
+    restored program: the top-level value whose var `to_legacy` named so)."""
     if not isinstance(program, LProgram):
         raise ArgumentTypeError(f"to_pir converts a legacy Program, not {type(program).__name__}")
+    if restore:
+        r = recorded(program)
+        if r.program is not None:
+            return r.program, r.names
     _check_ops(program)
     t = _Translator(program)
     try:
@@ -161,6 +181,53 @@ def to_pir_with_map(program: LProgram) -> tuple[Program, dict[str, Value]]:
     prog.source = getattr(program, "source", None)
     make_value_ids(prog)            # ids as Paddle's writer gives them, so values can be named '%N'
     return prog, {n: defs[-1].value for n, defs in t.top.map.items() if defs}
+
+
+@dataclass
+class Restored:
+    """What `recorded` found in a legacy program: the PIR program `to_legacy` recorded in
+    it when the record fits the program (else None, and `reason` says why not), with
+    each block-0 var name -> the top-level value it holds."""
+
+    program: Program | None
+    names: dict[str, Value]
+    reason: str = ""
+
+
+def recorded(program: LProgram) -> Restored:
+    """The PIR program recorded in `program` by `to_legacy`, if it still fits: `to_legacy`
+    of it must give `program` exactly (blocks, vars, ops, slots, attributes; unknown
+    fields aside). Anything else (no record, a record that cannot be read, an edited
+    program) gives `Restored(None, {}, reason)`: then `to_pir` translates."""
+    if not isinstance(program, LProgram):
+        raise ArgumentTypeError(f"recorded() reads a legacy Program, not {type(program).__name__}")
+    payloads = _record.records(program)
+    if not payloads:
+        return Restored(None, {}, "no PIR record")
+    if len(payloads) > 1:
+        return Restored(None, {}, f"{len(payloads)} PIR records (to_legacy writes one)")
+    source = getattr(program, "source", None)
+    try:
+        prog = _pir_loads(_record.decode(payloads[0]), source=f"{source or '<program>'} (PIR record)")
+        conv = _to_legacy(prog, record=False)
+    except Exception as e:          # a record that does not read or convert back: never trusted
+        return Restored(None, {}, f"the PIR record cannot be used: {one_line(e)}")
+    if _record.program_without_records(conv.program) != _record.program_without_records(program):
+        return Restored(None, {}, "the program is no longer the one converted from the PIR program recorded in "
+                                  "it (edited since)")
+    prog.source = source
+    top = {r for op in prog.block.ops for r in op.results}
+    b0 = program.blocks[0]
+    names: dict[str, Value] = {}
+    for v, n in conv.names.items():
+        if v in top and b0.has_var(n):
+            names[n] = v
+    for v, ns in conv.vectors.items():
+        if v in top:
+            for n in ns:
+                if b0.has_var(n):
+                    names.setdefault(n, v)
+    return Restored(prog, names)
 
 
 def _check_ops(program: LProgram) -> None:

@@ -22,6 +22,7 @@ from conftest import TESTDATA, run_paddle
 from pybackward import pir
 from pybackward.base.attrs import FLOAT, FLOATS, INTS
 from pybackward.base.errors import PyBackwardError
+from pybackward.convert import record
 from pybackward.convert.to_legacy import (SPECIAL_OPS, ConversionError, NoLegacyCounterpartError, convert, refusals,
                                           resolve, to_legacy)
 from pybackward.interpreter.executor import Executor, Scope
@@ -321,10 +322,20 @@ def test_paddles_legacy_executor_gives_its_pir_values_and_loads_the_inference_mo
         refs = [r for r in want if r in ids]
         model = tmp_path / f"{run_name}.pdmodel"
         model.write_bytes(conv.program.to_bytes())
+        assert record.has_record(read_program(model.read_bytes()))     # Paddle runs it with the PIR record
         jobs.append(dict(name=run_name, program=str(model), params=str(VALUES / f"{run_name}.params.npz"),
                          feeds=str(VALUES / f"{run_name}.feeds.npz"), fetch=[ids[r] for r in refs],
                          seed=spec["paddle_seed"], out=str(tmp_path / f"{run_name}.out.npz")))
         wants[run_name] = [(r, want[r], f"{run_name} {r} ({spec['values'][r]}) as {ids[r]}") for r in refs]
+    # the same programs without the record: Paddle computes the same bits (the record is ignored)
+    for run_name in ("mlp_bwd", "cond_in_while_bwd-pos", "while_bwd"):
+        job = dict(next(j for j in jobs if j["name"] == run_name))
+        plain = tmp_path / f"{run_name}.plain.pdmodel"
+        plain.write_bytes(to_legacy(pir.load(TESTDATA / RUNS[run_name]["program"]), record=False).to_bytes())
+        assert not record.has_record(read_program(plain.read_bytes()))
+        jobs.append(dict(job, name=f"plain:{run_name}", program=str(plain),
+                         out=str(tmp_path / f"{run_name}.plain.out.npz")))
+        wants[f"plain:{run_name}"] = wants[run_name]
     # zoo: Paddle's legacy Executor against pybackward's PIR interpreter (Paddle's PIR one cannot fetch it)
     prog, feeds = _zoo()
     conv = convert(prog)
@@ -347,6 +358,7 @@ def test_paddles_legacy_executor_gives_its_pir_values_and_loads_the_inference_mo
         prefix = tmp_path / "infer" / case
         prefix.parent.mkdir(exist_ok=True)
         (tmp_path / "infer" / f"{case}.pdmodel").write_bytes(conv.program.to_bytes())
+        assert record.has_record(conv.program)          # load_inference_model reads it with the record
         params = dict(np.load(VALUES / f"{case}.params.npz"))
         save_arrays(str(prefix) + ".pdiparams", params, conv.program)
         fetch_op = next(op for op in _load(case).ops if op.name == "pd_op.fetch")
@@ -368,3 +380,7 @@ def test_paddles_legacy_executor_gives_its_pir_values_and_loads_the_inference_mo
         assert len(got.files) == len(items)
         for k, (ref, want, what) in enumerate(items):
             _assert_same(np.asarray(got[f"arr_{k}"]), want, what)
+        if job["name"].startswith("plain:"):
+            with_record = np.load(next(j for j in done if j["name"] == job["name"][6:])["out"])
+            for k in got.files:
+                np.testing.assert_array_equal(got[k], with_record[k], err_msg=f"{job['name']} {k}")

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 import pybackward
 from conftest import TESTDATA, run_paddle
+from pybackward.convert.record import has_record
 from pybackward.interpreter.executor import Executor, Scope
 from pybackward.tensors import paddle_files
 from pybackward_cli.main import cli
@@ -109,6 +110,7 @@ def test_paddles_legacy_loader_runs_the_converted_models(tmp_path):
     for case in ("cnn_infer", "jit"):
         src = _copy(case, tmp_path, ".pdiparams")
         assert invoke("convert", src, tmp_path / f"{case}_legacy.pdmodel").exit_code == 0
+        assert has_record(pybackward.load(str(tmp_path / f"{case}_legacy.pdmodel")))    # read with the record
         args += [str(tmp_path / f"{case}_legacy"), str(VALUES / f"{case}.feeds.npz"), str(tmp_path / f"{case}.npy")]
     r = run_paddle(_PADDLE_LOAD, *args)
     assert r.returncode == 0, r.stderr[-2000:]
