@@ -59,6 +59,7 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
     counter: dict[str, int] = defaultdict(int)
     device: dict[str, str] = {}
     pinned: set[str] = set()                  # vars an in-place write keeps the name of
+    loop_pinned: set[str] = set()             # ... whose last write was a nested while_grad's
     if inplace_kept is not None:
         for name in incoming:
             if name not in no_grad:
@@ -130,12 +131,21 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
                         inplace_here.add(name)
                         versions[name] = [name]
                         pinned.add(name)
+                        (loop_pinned.add if op.type == "while_grad" else loop_pinned.discard)(name)
                         continue
                 mentioned.setdefault(name)
                 seen = versions.get(name)
                 if not seen:
                     versions[name] = [name]
                     first_writer[name] = idx
+                    continue
+                if len(seen) == 1 and name in loop_pinned and op.type == "write_to_array":
+                    # A slot write into an array's gradient just updated in
+                    # place by a nested while_grad keeps the other slots: it
+                    # updates the array in place too, as in Paddle (a slot
+                    # both may write: deviations.accumulate_array_read_grads).
+                    # A later writer adds to it.
+                    loop_pinned.discard(name)
                     continue
                 if len(seen) == 1 and name in pinned:
                     # Written in place: that version keeps the name.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Iterable
 
 from ..base import dtypes
 from .._proto import framework_pb2 as pb
@@ -216,6 +217,19 @@ def _refuse_loop_var(body: Block, op_index: int, name: str, why: str) -> None:
         f"for Paddle's program)")
 
 
+def _writes_a_slot(body: Block, op: Operator, name: str) -> bool:
+    """`op` is a `write_to_array` into the tensor array `name`: it changes one
+    slot and keeps the others, so it does not reassign the var. Paddle's
+    while copies no tensor array into the step scope (only dense tensors), the
+    array's gradient is one array of slot gradients, and a later read of the
+    array reads a slot by its index: no value goes stale and no gradient is
+    lost by naming every version of the array alike."""
+    if op.type != "write_to_array" or op.output("Out") != [name]:
+        return False
+    v = body.find_var_recursive(name)
+    return v is not None and v.desc.type.type == pb.VarType.DENSE_TENSOR_ARRAY
+
+
 def split_loop_var_versions(body: Block, owner, target: Block, descs: list, origins: list[int],
                             grad_to_var: dict[str, str]) -> tuple[list, list[str]]:
     """A `while` body that reassigns a loop var `h` and then reads it again
@@ -242,7 +256,7 @@ def split_loop_var_versions(body: Block, owner, target: Block, descs: list, orig
             continue   # a write that may not happen (a branch): as in Paddle
         ins = set(op.input_arg_names)
         for n in op.output_arg_names:
-            if body.has_var(n):
+            if body.has_var(n) or _writes_a_slot(body, op, n):
                 continue
             if n in ins:
                 inplace.setdefault(n, k)
@@ -341,7 +355,38 @@ def branch_grad_name(name: str, block_idx: int, op_index: int) -> str:
     return f"{name}@GRAD@BRANCH@block{block_idx}@op{op_index}"
 
 
-def pass_gradients_through_untaken_branches(block: Block, descs: list, origins: list[int], owner=None) -> list:
+def _no_gradient_arrives(block: Block, at: int, name: str, targets: Iterable[str]) -> bool:
+    """No gradient of `name` can reach the grad op of op `at` of `block`:
+    `name` is no target, no op after op `at` reads or writes it (sub-blocks
+    included), and, up to the global block, every block on the way is a
+    `conditional_block`'s branch after whose op nothing touches it either (a
+    `while` body may carry the gradient in from the next step: not here).
+    A branch that reads and reassigns such a var (batch_norm's running
+    mean, which Paddle differentiates through neither output) then needs no
+    pass-through: its gradient is zero whether the branch is taken or not,
+    as Paddle's program gives it."""
+    if name in targets:
+        return False
+    b, k = block, at
+    while True:
+        todo = list(b.ops[k + 1:])
+        while todo:
+            op = todo.pop()
+            if name in op.input_arg_names or name in op.output_arg_names:
+                return False
+            if op.sub_block is not None:
+                todo.extend(b.program.block(op.sub_block).ops)
+        parent = b.parent
+        if parent is None:
+            return True
+        owners = [i for i, op in enumerate(parent.ops) if op.sub_block == b.idx]
+        if len(owners) != 1 or parent.ops[owners[0]].type != "conditional_block":
+            return False
+        b, k = parent, owners[0]
+
+
+def pass_gradients_through_untaken_branches(block: Block, descs: list, origins: list[int], owner=None,
+                                            targets: Iterable[str] = ()) -> list:
     """`if c: h = f(h)` (a `conditional_block` with `h` both in its Input and
     its Out, as a branch inside a loop makes): when the branch is not taken
     `h` keeps its value, so its gradient passes through unchanged. The
@@ -371,6 +416,10 @@ def pass_gradients_through_untaken_branches(block: Block, descs: list, origins: 
     if/else that only reassigns a loop var) the program stays Paddle's.
     Outside loops this case is left as Paddle's (known limit,
     docs/deviations.md).
+
+    A var no gradient can reach (`_no_gradient_arrives`: nothing after the
+    branch reads it, `targets` are the pass's target names) is left as in
+    Paddle: neither refused nor passed through.
 
     Returns the new grad ops; `origins` is updated to match."""
     if not any(d.type == "conditional_block_grad" for d in descs):
@@ -418,6 +467,8 @@ def pass_gradients_through_untaken_branches(block: Block, descs: list, origins: 
         igrads = d.outputs.get("Input@GRAD", [])
         for i, n in enumerate(ins):
             if i >= len(igrads) or n not in outs or igrads[i] == EMPTY_VAR_NAME or igrads[i] not in ograds:
+                continue
+            if owner is None and j >= 0 and _no_gradient_arrives(block, j, n, targets):
                 continue
             block_attr = d.attrs.get("sub_block")
             written = block_attr is not None and any(
@@ -707,7 +758,13 @@ def refuse_aliased_outputs(block: Block, op: Operator, index: int | None) -> Non
 def _reads_below_bound(body: Block, owner, read_idx: int, index: str) -> str | None:
     """The loop bound N if the body's condition is `less_than(index, N)` and
     `index` is unchanged from the step's start to op `read_idx`: the slot read
-    there is then always below N."""
+    there is then always below N.
+
+    The condition may also be an `assign` of such a `less_than`'s result
+    (`while_loop`'s form); then the `less_than` must come after every write
+    of `index` in the body, the `assign` must be the body's last write of
+    the condition, and the condition before the loop must be the same
+    comparison, so that the step's start always has `index < N`."""
     cond = owner.input("Condition")
     ops = body.ops
     if len(cond) != 1 or any(index in op.output_arg_names for op in ops[:read_idx]):
@@ -717,20 +774,141 @@ def _reads_below_bound(body: Block, owner, read_idx: int, index: str) -> str | N
             (bound,) = op.input("Y") or [None]
             if bound is not None and not any(bound in o.output_arg_names for o in ops):
                 return bound
-    return None
+    writes = [k for k, op in enumerate(ops) if cond[0] in op.output_arg_names]
+    if not writes or ops[writes[-1]].type != "assign":
+        return None
+    compared = ops[writes[-1]].input("X")
+    bound = _compared_bound(ops, writes[-1], compared, index)
+    if bound is None or any(bound in o.output_arg_names for o in ops) \
+            or any(index in o.output_arg_names for o in ops[_last_writer(ops, writes[-1], compared):]):
+        return None
+    return bound if _compared_before_loop(owner, index, bound) else None
+
+
+def _compared_before_loop(owner, index: str, bound: str) -> bool:
+    """The while's condition before the loop is `less_than(index, bound)`,
+    neither var changed between the comparison and the loop."""
+    outer, at, cond = owner.block.ops, owner.idx, owner.input("Condition")
+    k = _last_writer(outer, at, cond)
+    return k >= 0 and _compared_bound(outer, k + 1, cond, index) == bound \
+        and not any(index in o.output_arg_names or bound in o.output_arg_names for o in outer[k:at])
+
+
+def _last_writer(ops: list, end: int, names: list[str]) -> int:
+    """The index of the last op before `end` writing the single var in
+    `names` (-1 if none or not a single var)."""
+    if len(names) != 1:
+        return -1
+    ks = [k for k, op in enumerate(ops[:end]) if names[0] in op.output_arg_names]
+    return ks[-1] if ks else -1
+
+
+def _compared_bound(ops: list, end: int, names: list[str], index: str) -> str | None:
+    """N if the last op before `end` writing the var in `names` is
+    `less_than(X=index, Y=N)`."""
+    k = _last_writer(ops, end, names)
+    if k < 0:
+        return None
+    op = ops[k]
+    if op.type != "less_than" or op.input("X") != [index] or len(op.input("Y")) != 1:
+        return None
+    return op.input("Y")[0]
+
+
+def _ops_run(block: Block, ops: list) -> list[Operator]:
+    """`ops` of `block` and the ops of their sub-blocks, nested: every op that
+    can run while they do."""
+    out, todo = [], list(ops)
+    while todo:
+        op = todo.pop(0)
+        out.append(op)
+        if op.sub_block is not None:
+            todo.extend(block.program.block(op.sub_block).ops)
+    return out
+
+
+def _int_writers(ops: list, name: str) -> list[Operator] | None:
+    """The ops among `ops` writing `name`, if each is a `fill_constant` of an
+    integer with a value known statically, an `increment` by a step >= 0, or
+    an op with a sub-block (whose own writes are among `ops`; not returned);
+    None otherwise."""
+    found = []
+    for op in ops:
+        if name not in op.output_arg_names or op.sub_block is not None:
+            continue
+        if op.type == "increment" and float(op.attr("step") or 0.0) >= 0:
+            found.append(op)
+        elif _constant(op) is not None:
+            found.append(op)
+        else:
+            return None
+    return found
+
+
+def _constant(op: Operator) -> int | None:
+    """The integer a `fill_constant` with no tensor inputs writes."""
+    if op.type != "fill_constant" or any(op.input(s) for s in op.input_names) \
+            or op.attr("dtype") not in (pb.VarType.INT32, pb.VarType.INT64):
+        return None
+    s = op.attr("str_value") or ""
+    try:
+        v = float(s) if s else float(op.attr("value") or 0.0)
+    except ValueError:
+        return None
+    return int(v) if v == v and abs(v) != float("inf") else None
+
+
+def _at_least(block: Block, at: int, name: str) -> int | None:
+    """A lower bound of the integer `name` when op `at` of the global block
+    reads it: a `fill_constant` of it runs there before op `at`, and every
+    op that runs before (sub-blocks included) only sets it to a constant or
+    increments it (`_int_writers`). The grad ops of the pass (the grad of
+    an `increment` is a decrement) all run after."""
+    if block.idx != 0:
+        return None
+    writers = _int_writers(_ops_run(block, block.ops[:at]), name)
+    if not writers or not any(_constant(op) is not None and op.output("Out") == [name] for op in block.ops[:at]):
+        return None
+    return min(c for c in (_constant(op) for op in writers) if c is not None)
+
+
+def _always_below(body: Block, owner, index: str, bound: str | None) -> int | None:
+    """The value of the loop bound N (of a while in the global block) when
+    every op that runs before the loop ends writes it only as one integer
+    constant, and the loop is entered only when `index < N` too."""
+    parent = owner.block
+    if bound is None or parent.idx != 0 or not _compared_before_loop(owner, index, bound):
+        return None
+    writers = _int_writers(_ops_run(parent, parent.ops[:owner.idx + 1]), bound)
+    if not writers or any(_constant(op) is None for op in writers):
+        return None
+    values = {_constant(op) for op in writers}
+    return values.pop() if len(values) == 1 else None
+
+
+def _at_or_past(parent: Block, at: int, read: Operator, limit: int | None) -> bool:
+    """The read `read` reads a slot >= `limit` (the constant loop bound the
+    in-loop reads stay below); only ops before op `at` of the global block
+    `parent` (and their sub-blocks) can have run when it does."""
+    if limit is None or len(read.input("I")) != 1:
+        return False
+    low = _at_least(parent, at, read.input("I")[0])
+    return low is not None and low >= limit
 
 
 def accumulate_array_read_grads(body: Block, owner, descs: list, origins: list[int]) -> list:
     """A tensor-array slot read inside a `while` body and read again (after the
-    loop, or in another step): Paddle's grad of the in-loop `read_from_array`
-    is a `write_to_array` into the array's gradient that overwrites what the
-    other reads put in that slot. Here it writes into an array of its own,
-    which a `sum` (slot by slot, Paddle's add_n over arrays) adds into the
-    array's gradient.
+    loop, in another step, or by a nested loop or branch later in the step,
+    whose grad op updates the array's gradient in place first): Paddle's
+    grad of the in-loop `read_from_array` is a `write_to_array` into the
+    array's gradient that overwrites what the other reads put in that slot.
+    Here it writes into an array of its own, which a `sum` (slot by slot,
+    Paddle's add_n over arrays) adds into the array's gradient.
 
     Left as Paddle's where the slots cannot meet: the body reads `arr[i]`
     before changing `i`, loops while `i < N`, and the reads after the loop
-    read `arr[N]` (the RNN pattern)."""
+    read `arr[N]` (the RNN pattern), or N is an integer constant and every
+    other read's index is provably at least N (`_at_or_past`)."""
     ops = body.ops
     parent = owner.block
     at = owner.idx
@@ -742,8 +920,16 @@ def accumulate_array_read_grads(body: Block, owner, descs: list, origins: list[i
         (arr,), (index,), (value,) = op.input("X"), op.input("I"), op.output("Out")
         later = [o for o in parent.ops[at + 1:] if o.type == "read_from_array" and o.input("X") == [arr]]
         bound = _reads_below_bound(body, owner, r, index)
+        limit = _always_below(body, owner, index, bound)
+        # reads in a sub-block after the read (a nested while): their grad
+        # op updates the array's gradient in place before this read's grad
+        # writes its slot
+        nested = [o for o in _ops_run(body, [x for x in ops[r + 1:] if x.sub_block is not None])
+                  if o.type == "read_from_array" and o.input("X") == [arr]]
         meets = not any(index in o.output_arg_names for o in ops) or \
-            any(bound is None or o.input("I") != [bound] for o in later)
+            any(bound is None or (o.input("I") != [bound] and not _at_or_past(parent, o.idx, o, limit))
+                for o in later) or \
+            any(not _at_or_past(parent, at + 1, o, limit) for o in nested)
         if not meets:
             continue
         g, ag = value + GRAD_SUFFIX, arr + GRAD_SUFFIX

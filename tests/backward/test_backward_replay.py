@@ -37,17 +37,7 @@ CALLSTACK_ONLY = {("recompute_dropout", 0)}
 
 #: Findings of issue #35 item 5 still open (docs/deviations.md, "Paddle's own
 #: tests, replayed"): the test fails today, strictly.
-OPEN = {
-    "cond_half_nested_at_true": "a cond nested in a cond: outer conditional_block_grad names the running "
-                                "mean's @GRAD, which no block declares",
-    "cond_half_nested_at_false": "as cond_half_nested_at_true",
-    "cond_nested_backward": "as cond_half_nested_at_true (and the int64 label's gradient where Paddle writes "
-                            "@EMPTY@)",
-    "while_loop_nested_lodtensor_array": "the 'reassigns the loop var and reads the new value' refusal fires "
-                                         "on nested While programs with tensor arrays",
-    "cond_backward": "refused: the branch reads and reassigns batch_norm's running mean (letting it through "
-                     "gives an image@GRAD that differs from Paddle's: not shipped until that is understood)",
-}
+OPEN: dict[str, str] = {}
 OPEN_VALUES = dict(OPEN)
 
 

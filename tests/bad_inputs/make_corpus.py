@@ -341,11 +341,15 @@ def structure_cases() -> None:
         op = d.blocks[0].ops[find_op(d.blocks[0], "conditional_block")[0]]
         cond, inp = op.inputs[0], op.inputs[1]
         cond.parameter, inp.parameter = inp.parameter, cond.parameter
+    # append takes it as Paddle's pass does (FilterNoGradInput gives the bool
+    # var now in Input no gradient), so the refusal is run's, before any op.
     add("cond_slots_swapped", "nested_cond's first conditional_block with its Cond and Input slots swapped: "
-        "it loads, but its grad op would read a gradient nothing declares; refused before anything is written",
-        {"cond_slots_swapped.pb": edited("nested_cond", swap_cond_slots)},
-        append("cond_slots_swapped.pb", "mean_3.tmp_0"),
-        ["{cond_slots_swapped.pb}", "(conditional_block_grad)", "o@GRAD", "no visible block declares"])
+        "it loads, but Cond holds float vars; run refuses the op",
+        {"cond_slots_swapped.pb": edited("nested_cond", swap_cond_slots), "x_2x8.npy": _npy_bytes((2, 8)),
+         "w_8x8.npy": _npy_bytes((8, 8))},
+        ["run", "{cond_slots_swapped.pb}", "--fetch", "mean_3.tmp_0", "--feed", "x={x_2x8.npy}",
+         "--feed", "w={w_8x8.npy}", "--feed", "w2={w_8x8.npy}", "--feed", "w3={w_8x8.npy}"],
+        ["{cond_slots_swapped.pb}", "op 5 (conditional_block)", "Cond"])
 
     def ghost_in_sub(d):
         set_slot(d.blocks[1].ops[0], "X", ["ghost"])

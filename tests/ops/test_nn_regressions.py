@@ -154,3 +154,35 @@ def test_pool_with_a_window_larger_than_the_input_gives_one_output_as_paddle():
     out = opcheck.run_kernel("max_pool2d_with_index", {"X": [x]}, {"ksize": [3, 3], "strides": [2, 2],
                                                                     "paddings": [0, 0]}, {"Out": ["o"], "Mask": ["m"]})
     assert out["Out"][0].shape == (1, 1, 1, 1) and out["Out"][0].ravel().tolist() == [3.0]
+
+
+def test_batch_norm_with_one_element_per_channel_is_the_identity_as_paddle():
+    """Paddle 3.3.1's CPU batch_norm in training with N*H*W == 1 (one image
+    through a 2-D batch_norm, test_cond.py's TestCondBackward) skips the
+    normalisation: Y = X, the running statistics are kept, SavedMean /
+    SavedVariance are zeros, and the grad is X@GRAD = Y@GRAD with zero
+    Scale@GRAD / Bias@GRAD (values read off Paddle 3.3.1: x [[-0.2227,
+    -1.0364, 0.2846]] gave Y = x and x@GRAD = dY). Before the fix Y was
+    Bias and X@GRAD zeros (the normalisation of a single value), and
+    TestCondBackward's image@GRAD differed from Paddle's."""
+    x = np.array([[-0.2227, -1.0364, 0.2846]], np.float32)
+    sc, bi = np.full(3, 2.0, np.float32), np.full(3, 0.5, np.float32)
+    mean, var = np.array([0.1, 0.2, 0.3], np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    ins = {"X": [x], "Scale": [sc], "Bias": [bi], "Mean": [mean], "Variance": [var]}
+    fwd = _run("batch_norm", ins, {"momentum": 0.9, "epsilon": 1e-5},
+               ("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"))
+    np.testing.assert_array_equal(fwd["Y"], x)
+    np.testing.assert_array_equal(fwd["MeanOut"], mean)
+    np.testing.assert_array_equal(fwd["VarianceOut"], var)
+    assert not fwd["SavedMean"].any() and not fwd["SavedVariance"].any()
+    dy = np.array([[0.5, -1.5, 2.0]], np.float32)
+    gins = {"X": [x], "Scale": [sc], "Bias": [bi], "MeanOut": [mean], "VarianceOut": [var],
+            "SavedMean": [fwd["SavedMean"]], "SavedVariance": [fwd["SavedVariance"]],
+            "ReserveSpace": [np.zeros(0, np.float32)], "Y@GRAD": [dy]}
+    g = _run("batch_norm_grad", gins, {"momentum": 0.9, "epsilon": 1e-5}, ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
+    np.testing.assert_array_equal(g["X@GRAD"], dy)
+    assert g["X@GRAD"].dtype == np.float32
+    assert not g["Scale@GRAD"].any() and not g["Bias@GRAD"].any()
+    # two rows: the batch statistics as before
+    two = _run("batch_norm", {**ins, "X": [np.concatenate([x, x + 1])]}, {"epsilon": 1e-5}, ("Y",))["Y"]
+    np.testing.assert_allclose(two, [[-1.5, -1.5, -1.5], [2.5, 2.5, 2.5]], atol=1e-3)

@@ -7,7 +7,9 @@ while_op.cc, select_input_op.cc, ...):
 
 * `conditional_block` -> `conditional_block_grad`: in `Cond, Input, Out,
   Out@GRAD (every Out), Scope`, out `Input@GRAD` aligned with Input
-  (`@EMPTY@` for no-grad inputs); attrs: the forward op's runtime ("extra")
+  (`@EMPTY@` for no-grad inputs, and, as FilterNoGradInput, for inputs the
+  forward op's block cannot find or of a bool / integer dtype); attrs: the
+  forward op's runtime ("extra")
   attrs, `is_scalar_condition`, `sub_block` = the grad block.
 * `while` -> `while_grad`: in `X, Out, StepScopes` and `Out@GRAD` = the
   gradients the grad block reads that nothing inside makes and no visible
@@ -209,9 +211,30 @@ def _runtime_attrs(fwd: FwdOp) -> list[pb.OpDesc.Attr]:
     return [a for a in fwd.attrs_desc if a.name in _EXTRA_ATTRS.get(fwd.type, ())]
 
 
+#: FilterNoGradInput's `not_support_backward_dtype` (conditional_block_op.cc)
+_NO_GRAD_DTYPES = frozenset({pb.VarType.BOOL, pb.VarType.INT8, pb.VarType.UINT8, pb.VarType.INT16,
+                             pb.VarType.INT32, pb.VarType.INT64})
+
+
+def _filter_no_grad_inputs(program, gblock, names: list[str]) -> list[str]:
+    """Paddle's `FilterNoGradInput` on a conditional_block's Input@GRAD: a
+    gradient whose forward var the forward op's block cannot find
+    (recursively), or whose var is bool or an integer, becomes `@EMPTY@`,
+    whatever the no-grad set says. It matters in a nested branch: an int64
+    `label` read there is declared only in the global block, so the branch
+    block's no-grad set (its own stop_gradient vars) does not hold it."""
+    fwd_block = program.block(program.block(gblock.forward_block_idx).parent_idx)
+    out = []
+    for g in names:
+        v = None if g == EMPTY_VAR_NAME else fwd_block.find_var_recursive(g[: -len(GRAD_SUFFIX)])
+        out.append(EMPTY_VAR_NAME if v is None or v.data_type in _NO_GRAD_DTYPES else g)
+    return out
+
+
 def _conditional_block_grad_maker(fwd: FwdOp) -> list[GradOp]:
-    """ConditionalBlockGradMaker: Input@GRAD keeps positions (`@EMPTY@`)."""
-    _, gblock = _grad_block(fwd)
+    """ConditionalBlockGradMaker: Input@GRAD keeps positions (`@EMPTY@` for
+    no-grad inputs and for those `FilterNoGradInput` drops)."""
+    program, gblock = _grad_block(fwd)
     outs = list(fwd.output("Out"))
     ins = list(fwd.input("Input"))
     base = _runtime_attrs(fwd)
@@ -221,7 +244,7 @@ def _conditional_block_grad_maker(fwd: FwdOp) -> list[GradOp]:
     g = GradOp("conditional_block_grad",
                {"Cond": list(fwd.input("Cond")), "Input": ins, "Out": outs,
                 "Out@GRAD": [n + GRAD_SUFFIX for n in outs], "Scope": list(fwd.output("Scope"))},
-               {"Input@GRAD": fwd.grads_of(ins, keep_empty=True)},
+               {"Input@GRAD": _filter_no_grad_inputs(program, gblock, fwd.grads_of(ins, keep_empty=True))},
                base, {"sub_block": (gblock.idx, _BLOCK)})
     g2v = {n + GRAD_SUFFIX: n for n in outs}
     g2v.update({n + GRAD_SUFFIX: n for n in ins if n + GRAD_SUFFIX not in fwd.no_grad})

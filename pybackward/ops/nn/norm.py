@@ -12,7 +12,11 @@ Paddle conventions (checked against Paddle 3.3.1 by testdata/ops/gen_nn.py):
   `trainable_statistics`) Y uses Mean/Variance, MeanOut/VarianceOut are
   unchanged and SavedMean/SavedVariance are zeros (Paddle leaves them
   uninitialised). ReserveSpace is an empty array (Paddle's CPU kernel does
-  not write it).
+  not write it). In training with one element per channel (N*H*W == 1, a
+  batch of one 2-D row) Paddle's kernel skips the normalisation: Y = X,
+  MeanOut/VarianceOut unchanged, SavedMean/SavedVariance zeros, and the
+  grad is X@GRAD = Y@GRAD with zero Scale@GRAD / Bias@GRAD
+  (test_cond.py's TestCondBackward feeds one image through batch_norm).
 * batch_norm_grad reads X, Scale, Bias, MeanOut, VarianceOut, SavedMean,
   SavedVariance, ReserveSpace, Y@GRAD, plus Mean and Variance (the MeanOut /
   VarianceOut vars) when `is_test` or `use_global_stats` is set; its kernel
@@ -78,6 +82,13 @@ def _batch_norm(c: Call):
         saved_mean = np.zeros(n, mean.dtype)
         saved_var = np.zeros(n, var.dtype)
         d = xf - use_mean.reshape(bshape)
+    elif n and x.size == n:
+        # one element per channel: Paddle's kernel skips the normalisation
+        # (Y = X, scale and bias unused), leaves the running statistics as
+        # they are and writes zeros to SavedMean / SavedVariance
+        return {"Y": x.copy(), "MeanOut": mean.copy(), "VarianceOut": var.copy(),
+                "SavedMean": np.zeros(n, mean.dtype), "SavedVariance": np.zeros(n, var.dtype),
+                "ReserveSpace": np.zeros((0,), x.dtype)}
     else:
         # np.mean's own steps (one add.reduce, one division by the count), minus its overhead
         cnt = x.size // n if n else 0
@@ -104,6 +115,12 @@ def _batch_norm_grad(c: Call):
     scale, _ = _scale_bias(c, n, x.dtype)
     eps = _eps(c)
     use_global = bool(c.attr("is_test", False)) or bool(c.attr("use_global_stats", False))
+    if not use_global and n and x.size == n:
+        # one element per channel: the forward was Y = X (see _batch_norm),
+        # so X@GRAD = Y@GRAD and Scale@GRAD = Bias@GRAD = 0, as Paddle's kernel
+        zeros = np.zeros(n, c.x("Scale").dtype if c.has("Scale") else x.dtype)
+        res = {"X@GRAD": dy.copy(), "Scale@GRAD": zeros, "Bias@GRAD": zeros.copy()}
+        return {k: v for k, v in res.items() if c.wants(k)}
     xf, dyf = x.astype(np.float64), dy.astype(np.float64)      # copies: updated in place below
     if use_global:
         mean = c.x("Mean") if c.has("Mean") else c.x("MeanOut")
@@ -170,6 +187,7 @@ def _bn_samples(rng: np.random.Generator):
         s((4, 3), {"momentum": 0.8}, note="training 2-D"),
         s((2, 2, 3, 3), {"is_test": True}, note="is_test"),
         s((2, 2, 3, 3), {"use_global_stats": True}, note="use_global_stats"),
+        s((1, 3), {"momentum": 0.9}, note="training, one element per channel: Y = X"),
     ]
 
 
