@@ -1,10 +1,18 @@
 """Interpreter speed: forward + backward of a 100-layer MLP (width 64, batch 32).
 
     python benchmarks/bench_interpreter.py [--layers 100] [--paddle-python PATH]
+    python benchmarks/bench_interpreter.py --model inception_v3 [--repeat 20]
 
 Prints the step time, the same step written directly in NumPy, and the
 per-op dispatch overhead ((interpreter - numpy) / ops). With a Python that has
 paddlepaddle it also times Paddle's Executor on the same program.
+
+With --model NAME (a model of testdata/models) it profiles one float32 step
+of that model's backward program per op type instead: the best step CPU
+time, then each op type's kernel time in a step (wall, summed over the
+step's calls, the best of --repeat steps), its calls and time per call - the
+table to read before speeding up a kernel. The rest of the step (best step
+minus kernels) is the executor's own work, roughly.
 """
 from __future__ import annotations
 
@@ -68,6 +76,65 @@ def numpy_step(x, ws, bs):
     return loss, gws
 
 
+def profile_model(name: str, repeat: int, top: int = 25) -> None:
+    """Per-op-type kernel times of one step of testdata/models/NAME (see the module doc)."""
+    import collections
+    import json
+
+    from pybackward.ops import registry
+    d = Path(__file__).resolve().parent.parent / "testdata" / "models" / name
+    spec = json.loads((d / "case.json").read_text())["variants"]["default"]
+    prog = pybackward.load(d / spec["file"])
+    params, feeds = dict(np.load(d / "params.npz")), dict(np.load(d / "feeds.npz"))
+    fetch = sorted(np.load(d / "grads.npz"))
+    acc: dict[str, list] = collections.defaultdict(lambda: [0.0, 0])
+    saved = {}
+    for t in {op.type for b in prog.blocks for op in b.ops}:
+        opdef = registry.find(t)
+        if opdef is None or opdef.kernel is None:
+            continue
+
+        def timed(call, _k=opdef.kernel, _a=acc[t]):
+            t0 = time.perf_counter()
+            try:
+                return _k(call)
+            finally:
+                _a[0] += time.perf_counter() - t0
+                _a[1] += 1
+        saved[t] = opdef.kernel
+        opdef.kernel = timed
+    try:
+        exe = Executor()
+
+        def step():
+            scope = Scope()
+            for k, v in params.items():
+                scope.set(k, v.copy())
+            exe.run(prog, feed=feeds, fetch_list=fetch, scope=scope)
+        best = float("inf")
+        per_type: dict[str, list] = {}          # op type -> [best seconds in one step, calls]
+        for i in range(repeat + 1):             # the first run warms up
+            for a in acc.values():
+                a[0], a[1] = 0.0, 0
+            c = time.process_time()
+            step()
+            if i:
+                best = min(best, time.process_time() - c)
+                for t, (sec, n) in acc.items():
+                    if n:
+                        per_type[t] = [min(per_type.get(t, [sec])[0], sec), n]
+    finally:
+        for t, k in saved.items():
+            registry.find(t).kernel = k
+    total = sum(v[0] for v in per_type.values())
+    n_ops = sum(v[1] for v in per_type.values())
+    print(f"{name}: {n_ops} ops; best step {best * 1e3:.2f} ms CPU; kernels {total * 1e3:.2f} ms "
+          f"(wall, each op type's best of {repeat} steps)")
+    print(f"  {'op type':32s} {'ms/step':>8s} {'calls':>6s} {'us/call':>8s}")
+    for t, (sec, n) in sorted(per_type.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"  {t:32s} {sec * 1e3:8.3f} {n:6d} {sec / n * 1e6:8.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=100)
@@ -75,7 +142,11 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--paddle-python", default=os.environ.get("PYBACKWARD_PADDLE_PYTHON"))
+    ap.add_argument("--model", help="profile one step of testdata/models/MODEL per op type instead")
     args = ap.parse_args()
+    if args.model:
+        profile_model(args.model, args.repeat)
+        return
     bench_backward.WIDTH = args.width
     prog = pybackward.loads(build_mlp(args.layers))
     pybackward.append_backward("mean_0.tmp_0", program=prog)

@@ -12,10 +12,12 @@ For the default variant of every model it prints one markdown table row:
 * step: one forward + backward run of the backward program in float32 with
   params.npz / feeds.npz, fetching the loss and every gradient: the NumPy
   interpreter (`Executor()`: NumPy's OpenBLAS capped at one thread during
-  the run) vs Paddle's Executor on CPU (after one warm-up run); best of
-  --repeat, ms, wall and CPU (process time: on a shared machine the wall
-  time swings with other jobs' load, the CPU time far less), and ours /
-  Paddle in CPU time. "-" where an op has no NumPy kernel yet;
+  the run) vs Paddle's Executor on CPU (after one warm-up run); ms, wall
+  and CPU (process time: on a shared machine the wall time swings with
+  other jobs' load, the CPU time far less), and ours / Paddle in CPU time.
+  The two are interleaved: per model, ours then Paddle's, --rounds times,
+  each a best of --repeat, and each side's best kept. "-" where an op has
+  no NumPy kernel yet;
 * activation peak: pybackward.memory's static estimate for the plain
   backward program, and the peak the interpreter measures when each value is
   dropped as soon as it is dead (memory.measure), KiB; with --checkpoints
@@ -28,6 +30,7 @@ its Python with --paddle-python or $PYBACKWARD_PADDLE_PYTHON.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -51,7 +54,7 @@ from pybackward.ops import registry  # noqa: E402
 MODELS = ROOT / "testdata" / "models"
 
 PADDLE_SCRIPT = r"""
-import json, os, statistics, sys, time
+import gc, json, os, statistics, sys, time
 os.environ["FLAGS_enable_pir_api"] = "0"
 import warnings; warnings.filterwarnings("ignore")
 import numpy as np
@@ -69,16 +72,30 @@ for j in jobs:
         t = time.process_time()
         paddle.static.append_backward(loss, parameter_list=j["parameter_list"])
         times.append(time.process_time() - t)
-    r = {"append": statistics.median(times)}
+    out[j["name"]] = {"append": statistics.median(times)}
+json.dump(out, open(sys.argv[2], "w"))
+print("ready", flush=True)
+# The step server: each line on stdin names a model; the reply is the best
+# of `repeat` steps (wall, CPU) of it, after one warm-up run the first time.
+by_name, ready = {j["name"]: j for j in jobs}, {}
+for line in sys.stdin:
+    name = line.strip()
+    j, r = by_name[name], {}
     try:
-        prog = paddle.static.Program.parse_from_string(open(j["backward"], "rb").read())
-        feeds = dict(np.load(j["feeds"]))
-        scope = paddle.static.Scope()
+        if name not in ready:
+            ready.clear()       # one model's program and scope alive at a time, as ours
+            gc.collect()
+            prog = paddle.static.Program.parse_from_string(open(j["backward"], "rb").read())
+            feeds = dict(np.load(j["feeds"]))
+            scope = paddle.static.Scope()
+            with paddle.static.scope_guard(scope):
+                for k, v in np.load(j["params"]).items():
+                    scope.var(k).get_tensor().set(v, place)
+                exe = paddle.static.Executor(place)
+                exe.run(prog, feed=feeds, fetch_list=j["fetch"])
+            ready[name] = (prog, feeds, scope, exe)
+        prog, feeds, scope, exe = ready[name]
         with paddle.static.scope_guard(scope):
-            for k, v in np.load(j["params"]).items():
-                scope.var(k).get_tensor().set(v, place)
-            exe = paddle.static.Executor(place)
-            exe.run(prog, feed=feeds, fetch_list=j["fetch"])
             best = best_cpu = 1e9
             for _ in range(repeat):
                 t, c = time.perf_counter(), time.process_time()
@@ -88,8 +105,7 @@ for j in jobs:
         r["step"], r["step_cpu"] = best, best_cpu
     except Exception as e:
         r["step_error"] = str(e)[:300]
-    out[j["name"]] = r
-json.dump(out, open(sys.argv[2], "w"))
+    print(json.dumps(r), flush=True)
 """
 
 
@@ -97,13 +113,14 @@ def model_names() -> list[str]:
     return sorted(d.name for d in MODELS.iterdir() if (d / "case.json").exists())
 
 
-def best_of(repeat: int, fn, clock=time.perf_counter) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = clock()
-        fn()
-        best = min(best, clock() - t)
-    return best
+def paddle_job(name: str) -> dict:
+    """What the Paddle subprocess needs to time one model."""
+    d = MODELS / name
+    spec = json.loads((d / "case.json").read_text())["variants"]["default"]
+    return {"name": name, "forward": str(d / "forward.pb"), "backward": str(d / spec["file"]),
+            "loss": spec["loss"], "parameter_list": spec["parameter_list"],
+            "params": str(d / "params.npz"), "feeds": str(d / "feeds.npz"),
+            "fetch": sorted(np.load(d / "grads.npz"))}
 
 
 def ours(name: str, repeat: int, checkpoints: bool) -> dict:
@@ -142,8 +159,7 @@ def ours(name: str, repeat: int, checkpoints: bool) -> dict:
                 scope.set(k, v.copy())
             exe.run(prog, feed=feeds, fetch_list=fetch, scope=scope)
         step()
-        row["step"] = best_of(repeat, step)
-        row["step_cpu"] = best_of(repeat, step, clock=time.process_time)
+        row["_step"] = step
         if len(prog.blocks) == 1:
             row["peak_measured"] = pm.measure(prog, feed=feeds, params=params, fetch=fetch,
                                               batch_size=batch).peak_bytes
@@ -152,22 +168,80 @@ def ours(name: str, repeat: int, checkpoints: bool) -> dict:
         choice = pm.choose_checkpoints(fwd, spec["loss"], batch_size=batch)
         row["peak_checkpoints"] = choice.peak_after
         row["checkpoints"] = len(choice.checkpoints)
-    row["_paddle_job"] = {"name": name, "forward": str(d / "forward.pb"), "backward": str(d / spec["file"]),
-                          "loss": spec["loss"], "parameter_list": spec["parameter_list"],
-                          "params": str(d / "params.npz"), "feeds": str(d / "feeds.npz"), "fetch": fetch}
     return row
 
 
-def paddle(rows: list[dict], python: str, repeat: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        jobs, out = Path(tmp) / "jobs.json", Path(tmp) / "out.json"
-        jobs.write_text(json.dumps([r["_paddle_job"] for r in rows]))
+def best_step(repeat: int, fn) -> tuple[float, float]:
+    """The best wall and the best CPU (process) time of `repeat` runs of fn."""
+    best = best_cpu = float("inf")
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        fn()
+        best = min(best, time.perf_counter() - t)
+        best_cpu = min(best_cpu, time.process_time() - c)
+    return best, best_cpu
+
+
+class Paddle:
+    """Paddle in one subprocess (its protobuf schema clashes with ours): it
+    times every model's append_backward when started, then serves step
+    timings one model at a time, so ours and Paddle's steps can interleave."""
+
+    def __init__(self, names: list[str], python: str, repeat: int) -> None:
+        self._tmp = tempfile.TemporaryDirectory()
+        jobs, out = Path(self._tmp.name) / "jobs.json", Path(self._tmp.name) / "out.json"
+        jobs.write_text(json.dumps([paddle_job(n) for n in names]))
         env = dict(os.environ, FLAGS_enable_pir_api="0", GLOG_v="0")
-        r = subprocess.run([python, "-c", PADDLE_SCRIPT, str(jobs), str(out), str(repeat)],
-                           capture_output=True, text=True, env=env, timeout=3600)
-        if r.returncode != 0:
-            sys.exit(f"Paddle failed: {r.stderr[-2000:]}")
-        return json.loads(out.read_text())
+        self._err = open(Path(self._tmp.name) / "stderr", "w+")
+        self._proc = subprocess.Popen([python, "-c", PADDLE_SCRIPT, str(jobs), str(out), str(repeat)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+                                      text=True, env=env)
+        if self._proc.stdout.readline().strip() != "ready":
+            self._fail()
+        self.results: dict[str, dict] = json.loads(out.read_text())
+
+    def _fail(self) -> None:
+        self._proc.kill()
+        self._err.seek(0)
+        sys.exit(f"Paddle failed: {self._err.read()[-2000:]}")
+
+    def step(self, name: str) -> dict:
+        """{'step', 'step_cpu'} (best of repeat, s) or {'step_error'} for one model."""
+        self._proc.stdin.write(name + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            self._fail()
+        return json.loads(line)
+
+    def close(self) -> None:
+        self._proc.stdin.close()
+        self._proc.wait(timeout=60)
+        self._err.close()
+        self._tmp.cleanup()
+
+
+def interleaved_steps(row: dict, paddle: "Paddle | None", repeat: int, rounds: int) -> None:
+    """One model's step, ours and Paddle's taken in turn `rounds` times (each
+    a best of `repeat`), keeping each side's best: the load other jobs put on
+    a shared machine changes by the second, and alternating exposes both
+    sides to the same load. Only this model's program is alive on either
+    side meanwhile (a heap holding every model's slows the garbage collector
+    of whichever side holds it)."""
+    step = row.pop("_step", None)
+    p = paddle.results.setdefault(row["name"], {}) if paddle else {}
+    for _ in range(rounds):
+        if step is not None:
+            wall, cpu = best_step(repeat, step)
+            row["step"] = min(row.get("step", wall), wall)
+            row["step_cpu"] = min(row.get("step_cpu", cpu), cpu)
+        if paddle is not None:
+            got = paddle.step(row["name"])
+            if "step_error" in got:
+                p["step_error"] = got["step_error"]
+                break
+            for k in ("step", "step_cpu"):
+                p[k] = min(p.get(k, got[k]), got[k])
 
 
 def ms(t: float | None) -> str:
@@ -190,15 +264,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="", help="comma-separated names (default: all)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="step: ours and Paddle's timed in turn this many times (best of --repeat each)")
     ap.add_argument("--paddle-python", default=os.environ.get("PYBACKWARD_PADDLE_PYTHON"))
     ap.add_argument("--checkpoints", action="store_true", help="also the peak with auto checkpoints (slow)")
     args = ap.parse_args()
     names = [n for n in args.models.split(",") if n] or model_names()
+    pd = Paddle(names, args.paddle_python, args.repeat) if args.paddle_python else None
     rows = []
-    for n in names:
-        rows.append(ours(n, args.repeat, args.checkpoints))
-        print(f"  {n}: done", file=sys.stderr, flush=True)
-    theirs = paddle(rows, args.paddle_python, args.repeat) if args.paddle_python else {}
+    try:
+        for n in names:
+            rows.append(ours(n, args.repeat, args.checkpoints))
+            interleaved_steps(rows[-1], pd, args.repeat, args.rounds)
+            gc.collect()
+            print(f"  {n}: done", file=sys.stderr, flush=True)
+    finally:
+        if pd is not None:
+            pd.close()
+    theirs = pd.results if pd is not None else {}
     head = ["model", "mode", "fwd ops", "bwd ops", "identical", "append ours ms", "append Paddle ms",
             "step ours ms", "step Paddle ms", "step CPU ours / Paddle ms", "step ours / Paddle (CPU)",
             "peak est. KiB", "peak measured KiB"]

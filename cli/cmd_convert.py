@@ -19,21 +19,27 @@ from .common import array_output_files, handle_errors, refuse_outputs_over_input
                    ".pdmodel beside it); writing a .pdiparams, its vars must be exactly these.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print what was written as JSON (arrays: name, dtype, shape; programs: blocks, ops, vars).")
+@click.option("--no-restore", "no_restore", is_flag=True,
+              help="Legacy -> PIR: Paddle's translation even of a program converted from PIR by pybackward "
+                   "(which carries its PIR original, given back by default while the program is unedited).")
 @handle_errors
-def convert(src, dst, program, as_json):
+def convert(src, dst, program, as_json, no_restore):
     """Convert SRC to DST (SRC told by content, DST by suffix).
 
     \b
     programs: binary (.pb, .pdmodel, ...) <-> protobuf text format (.pbtxt / .txt);
               PIR (.json) -> PIR, compact or indented (a DST ending in .readable.json or .txt)
     between the IRs (parameter files beside SRC are written beside DST):
-              legacy -> PIR (DST .json): the program Paddle 3.3.1's translator makes
+              legacy -> PIR (DST .json): the program Paddle 3.3.1's translator makes,
+                or, for a binary legacy program pybackward converted from PIR and
+                nobody edited since, that PIR program itself (see --no-restore)
               PIR -> legacy (DST .pdmodel, .pb, .pbtxt, __model__)
     arrays:   .npz, .pdparams / .pdopt, .pdiparams, DIR/ (one file per var) -> any of these
     """
-    from pybackward.tensors import paddle_files
-    to_arrays = (paddle_files.is_array_path(dst) and not os.path.isdir(dst)) or dst.endswith(("/", os.sep))
-    if paddle_files.is_array_path(src) or to_arrays:
+    from pybackward.base.suffixes import is_array_path   # (paddle_files imports NumPy: only for arrays)
+    to_arrays = (is_array_path(dst) and not os.path.isdir(dst)) or dst.endswith(("/", os.sep))
+    if is_array_path(src) or to_arrays:
+        from pybackward.tensors import paddle_files
         prog = pybackward.load(program) if program else None
         arrays = paddle_files.load_arrays(src, prog)
         refuse_outputs_over_inputs(array_output_files(dst, arrays), [src] + ([program] if program else []),
@@ -48,16 +54,20 @@ def convert(src, dst, program, as_json):
         return
     if program:
         raise pybackward.ArgumentError("--program goes with array files (.npz, .pdparams, .pdiparams, DIR/)")
+    if no_restore and not dst.lower().endswith(".json"):
+        raise pybackward.ArgumentError("--no-restore goes with legacy -> PIR (a DST ending in .json)")
     refuse_outputs_over_inputs([dst], [src], hint="give another DST")
     prog = pybackward.load(src)
     if isinstance(prog, pybackward.pir.Program):
         if _is_legacy_path(dst):
             _between_irs(prog, src, dst, as_json)
             return
+        if no_restore:
+            raise pybackward.ArgumentError("--no-restore goes with legacy -> PIR; SRC is a PIR program")
         _convert_pir(prog, src, dst, as_json)
         return
     if dst.lower().endswith(".json"):
-        _between_irs(prog, src, dst, as_json)
+        _between_irs(prog, src, dst, as_json, restore=not no_restore)
         return
     pybackward.save(prog, dst)
     if as_json:
@@ -99,7 +109,7 @@ def _stem(path: str) -> str:
     return path
 
 
-def _between_irs(prog, src: str, dst: str, as_json: bool) -> None:
+def _between_irs(prog, src: str, dst: str, as_json: bool, restore: bool = True) -> None:
     """Legacy -> PIR (`convert.to_pir`, as Paddle's translator) or PIR -> legacy
     (`convert.to_legacy`), with the parameter files beside SRC carried beside DST.
 
@@ -109,15 +119,28 @@ def _between_irs(prog, src: str, dst: str, as_json: bool) -> None:
     format's loader reads (both IRs: sorted by name; the PIR file holds only
     the program's `builtin.parameter` values); `.pdparams` / `.pdopt` (pickle
     dicts keyed by name) are copied as they are.
+
+    A legacy program carrying the PIR record `to_legacy` writes gives back the
+    recorded PIR program when it still fits (`convert.to_pir.recorded`), unless
+    `restore` is off; the report says which (and why a record was not used).
     """
     from pybackward import pir
     from pybackward.tensors import paddle_files
+    note, restored = "", None
     if isinstance(prog, pir.Program):
         from pybackward.convert.to_legacy import to_legacy
         out, kind = to_legacy(prog), "legacy program"
     else:
-        from pybackward.convert.to_pir import to_pir
-        out, kind = to_pir(prog), "pir program"
+        from pybackward.convert.record import has_record
+        from pybackward.convert.to_pir import recorded, to_pir
+        kind = "pir program"
+        found = recorded(prog) if restore and has_record(prog) else None
+        if found is not None and found.program is not None:
+            out, restored, note = found.program, True, "the PIR program recorded in it"
+        else:
+            out = to_pir(prog, restore=False)
+            if found is not None:
+                restored, note = False, f"Paddle's translation: {found.reason}"
     files: list[tuple[str, str, dict]] = []
     shared: set[str] = set()          # parameter files DST shares with SRC (left as they are)
     for suffix in _PARAM_SUFFIXES:
@@ -149,8 +172,12 @@ def _between_irs(prog, src: str, dst: str, as_json: bool) -> None:
         if target not in shared:
             paddle_files.save_arrays(target, arrays)
     if as_json:
-        click.echo(json.dumps({"input": src, "output": dst, "kind": kind, "ops": ops,
-                               "params": [{"input": a, "output": b, "arrays": len(c)} for a, b, c in files]}))
+        report = {"input": src, "output": dst, "kind": kind, "ops": ops,
+                  "params": [{"input": a, "output": b, "arrays": len(c)} for a, b, c in files]}
+        if restored is not None:
+            report["restored"] = restored
+            report["record"] = note
+        click.echo(json.dumps(report))
     else:
         extra = "".join(f", {b} ({len(c)} arrays)" for _, b, c in files)
-        click.echo(f"wrote {dst} ({kind}, {ops} ops){extra}")
+        click.echo(f"wrote {dst} ({kind}, {ops} ops{'; ' + note if note else ''}){extra}")

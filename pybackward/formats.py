@@ -18,15 +18,14 @@ import sys
 from typing import TYPE_CHECKING, Union
 
 from .base.errors import ArgumentError, ArgumentTypeError, ProgramFileError
-from .base.files import check_regular_input, input_source, read_input_head
-from .legacy import io as legacy_io
-from .legacy.program import Program
+from .base.files import check_regular_input, input_source, read_input_file, read_input_head
 
 if TYPE_CHECKING:
     from . import pir
+    from .legacy.program import Program
 
 PathLike = Union[str, os.PathLike]
-AnyProgram = Union[Program, "pir.Program"]
+AnyProgram = Union["Program", "pir.Program"]
 
 #: What the first bytes of a file of values look like, and what to call it.
 _VALUE_FILES = ((b"\x80", "a pickle of arrays (.pdparams / .pdopt)"),
@@ -43,6 +42,13 @@ def _pir():
     """The PIR package, imported when a program may be PIR (its codec costs start-up time)."""
     from . import pir
     return pir
+
+
+def _legacy():
+    """The legacy IR's io module, imported for a program that may be legacy (protobuf and the
+    legacy program model cost ~0.1 s of start-up that a PIR command does not need)."""
+    from .legacy import io as legacy_io
+    return legacy_io
 
 
 def _opens_json(data: bytes) -> bool:
@@ -83,7 +89,7 @@ def loads(data: bytes, source: str | None = None, check_vars: bool = True, text:
         return _pir().loads(data, source)
     if not text:
         _check_kind(kind, source)
-    return legacy_io.loads(data, source=source, check_vars=check_vars, text=text)
+    return _legacy().loads(data, source=source, check_vars=check_vars, text=text)
 
 
 def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | None = None) -> AnyProgram:
@@ -97,11 +103,16 @@ def load(source: Union[PathLike, bytes], check_vars: bool = True, text: bool | N
     if isinstance(name, bytes):
         return loads(name, None, check_vars, bool(text))
     size = check_regular_input(name, ProgramFileError, "program file")
-    # (PIR is imported only for a file that may be PIR: most commands take legacy programs)
-    if size > _SMALL and _looks_like_json(name) and size > _pir().MAX_PIR_BYTES:
-        return _pir().load(name)        # refused from its size, before it is read
-    data = legacy_io.read_input_file(name, ProgramFileError, "program file")
-    return loads(data, name, check_vars, legacy_io.is_text_path(name) if text is None else text)
+    # (PIR is imported only for a file that may be PIR, the legacy IR only for one that may be legacy)
+    if _looks_like_json(name):
+        if size > _SMALL and size > _pir().MAX_PIR_BYTES:
+            return _pir().load(name)        # refused from its size, before it is read
+        data = read_input_file(name, ProgramFileError, "program file", limit=_pir().MAX_PIR_BYTES)
+        if _pir().is_pir_bytes(data):
+            return _pir().loads(data, name)
+    else:
+        data = _legacy().read_input_file(name, ProgramFileError, "program file")
+    return loads(data, name, check_vars, _legacy().is_text_path(name) if text is None else text)
 
 
 def _looks_like_json(name: str) -> bool:
@@ -116,7 +127,7 @@ def dumps(program: AnyProgram, text: bool = False, readable: bool = False) -> by
         if text:
             raise ArgumentError("a PIR program is JSON: text=True is for legacy programs (readable=True indents it)")
         return _pir().dumps(program, readable)
-    return legacy_io.dumps(program, text)
+    return _legacy().dumps(program, text)
 
 
 def save(program: AnyProgram, path: PathLike, text: bool | None = None, readable: bool = False) -> None:
@@ -126,7 +137,7 @@ def save(program: AnyProgram, path: PathLike, text: bool | None = None, readable
             raise ArgumentError("a PIR program is JSON: text=True is for legacy programs (readable=True indents it)")
         _pir().save(program, path, readable)
         return
-    legacy_io.save(program, path, text)
+    _legacy().save(program, path, text)
 
 
 def is_pir(program: object) -> bool:

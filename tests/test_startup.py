@@ -33,7 +33,8 @@ else:
     code = 0
 heavy = sorted(m for m in sys.modules
                if m == "numpy" or (m.startswith("pybackward.ops.") and m.count(".") >= 3))
-print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
+legacy = sorted(m for m in sys.modules if m in ("google.protobuf", "pybackward.legacy", "pybackward.backward.api"))
+print(json.dumps({"code": code, "heavy": heavy, "legacy": legacy}), file=sys.stderr)
 """
 
 
@@ -65,8 +66,6 @@ KNOWN_GAPS = {
     "show --summary": "views/summary.py names dtypes with str(dtypes.to_numpy(t)), which imports NumPy; "
                       "dtypes.numpy_name(t) says it without (views/ is another engineer's file)",
     "dot": "views/graph.py folds repeated op runs with NumPy arrays (repeated_runs) on every drawing",
-    "convert (text)": "cli/cmd_convert.py imports tensors.paddle_files (NumPy) to tell array files from "
-                      "programs by suffix; is_array_path belongs beside base.suffixes",
 }
 
 
@@ -77,6 +76,48 @@ def test_program_commands_import_no_numpy_and_no_kernel(name, tmp_path, request)
     out = _imports(*_program_commands(tmp_path)[name])
     assert out["code"] in (0, 1, None), out       # diff exits 1: the programs differ
     assert out["heavy"] == [], f"`pybackward {name}` imported {out['heavy']}"
+
+
+PIR = ROOT / "testdata" / "pir_backward"
+
+
+def _pir_commands(tmp: Path) -> dict[str, list[str]]:
+    """The same commands on a PIR program (Paddle 3.x's .json): LeNet rebuilt by Paddle in PIR mode."""
+    fwd = str(PIR / "lenet.json")
+    return {
+        "show": ["show", fwd],
+        "show --summary": ["show", "--summary", fwd],
+        "append": ["append", fwd, str(tmp / "out.json")],
+        "gradients": ["gradients", "--target", "%37", "--input", "conv2d_0.w_0", fwd, str(tmp / "grads.json")],
+        "convert": ["convert", fwd, str(tmp / "out.readable.json")],
+        "diff": ["diff", fwd, str(PIR / "lenet.bwd.json")],
+    }
+
+
+@pytest.mark.parametrize("name", list(_pir_commands(Path("."))))
+def test_pir_commands_import_no_numpy_no_kernel_and_no_legacy_ir(name, tmp_path):
+    """On a PIR program the program commands need neither NumPy and the op families, nor the
+    legacy IR (protobuf, the legacy program model, the legacy pass: ~0.1 s of start-up each)."""
+    out = _imports(*_pir_commands(tmp_path)[name])
+    assert out["code"] in (0, 1, None), out       # diff exits 1: the programs differ
+    assert out["heavy"] == [], f"`pybackward {name}` on a PIR program imported {out['heavy']}"
+    if name not in PIR_LEGACY_IMPORTS:
+        assert out["legacy"] == [], f"`pybackward {name}` on a PIR program imported {out['legacy']}"
+
+
+#: PIR commands that still import the legacy IR, and why (NumPy and the families they do not import).
+PIR_LEGACY_IMPORTS = {"diff": "views/diff.py imports legacy.io at the top (another engineer's file)"}
+
+
+def test_the_probe_sees_a_pir_run_import_kernels(tmp_path):
+    """The PIR guard is not vacuous: `run` on the PIR program executes kernels, and `append` on a
+    legacy program imports the legacy IR."""
+    out = _imports("run", str(PIR / "lenet.json"), "--feeds", str(PIR / "lenet.feeds.npz"),
+                   "--params", str(PIR / "lenet.pdparams"))
+    assert out["code"] in (0, None), out
+    assert "numpy" in out["heavy"] and "pybackward.ops.nn.conv" in out["heavy"]
+    out = _imports(*_program_commands(tmp_path)["append"])
+    assert "google.protobuf" in out["legacy"] and "pybackward.legacy" in out["legacy"]
 
 
 def test_the_probe_sees_a_kernel_command_import_them(tmp_path):

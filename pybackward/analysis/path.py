@@ -152,9 +152,10 @@ def _op_path(block: Block, output_names: set[str], inputs: list[Variable], no_gr
             sub_block = _checked_sub_block(block, op, i, sub)
             wanted = output_names & set(op.output_arg_names)
             sub_paths[sub_block.idx] = sub_block_path(sub_block, op, set(), sub_paths, wanted, loops)
-        if redefinitions is not None and not is_while and sub is None:
+        outs = op.output_arg_names
+        if redefinitions is not None and not is_while and sub is None and not ended.keys().isdisjoint(outs):
             _redefined(block, op, i, output_names, ended, redefinitions)
-        if any(n in output_names for n in op.output_arg_names) and _has_grad(op, i):
+        if not output_names.isdisjoint(outs) and _has_grad(op, i):
             ins = [n for n in _edge_inputs(op, stop_edges) if n not in no_grad]
             if redefinitions is not None and not is_while and sub is None:
                 defs = {n for n in op.output_arg_names

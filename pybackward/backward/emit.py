@@ -250,14 +250,17 @@ class PaddleOpDesc:
 Callback = Callable[..., Any]
 
 
-def emit(block: Block, ops: Sequence[GradOp], context: dict, callbacks: Sequence[Callback] | None) -> None:
+def emit(block: Block, ops: Sequence[GradOp], context: dict, callbacks: Sequence[Callback] | None,
+         attrs_out: dict[int, tuple[pb.OpDesc, bytes]] | None = None) -> None:
     """Append grad ops to `block` with op_role=1, calling back after each.
 
     Without callbacks the ops go in as wire bytes, parsed into the block in
     one call (`_emit_bytes`): the same messages as `fill_op_desc` makes one by
-    one, at a fraction of the calls into the protobuf runtime."""
+    one, at a fraction of the calls into the protobuf runtime. Then
+    `attrs_out` (if given) gets id(desc) -> (desc, the wire bytes of its
+    attrs) for every op written."""
     if not callbacks:
-        _emit_bytes(block, ops)
+        _emit_bytes(block, ops, attrs_out)
         return
     for g in ops:
         desc = block.desc.ops.add()
@@ -285,7 +288,8 @@ _INPUTS_TAG, _OUTPUTS_TAG, _TYPE_TAG, _OPS_TAG = 0x0A, 0x12, 0x1A, 0x22
 _TYPE_FIELDS_BY_NAME: dict[str, bytes] = {}
 
 
-def _emit_bytes(block: Block, ops: Sequence[GradOp]) -> None:
+def _emit_bytes(block: Block, ops: Sequence[GradOp],
+                attrs_out: dict[int, tuple[pb.OpDesc, bytes]] | None = None) -> None:
     """`emit` without callbacks: every op's `OpDesc` as wire bytes - slots
     sorted by name, the type, the attr bytes `fill_op_desc` would merge -
     joined and merged into the block's desc at once. Each name's encoding
@@ -295,61 +299,73 @@ def _emit_bytes(block: Block, ops: Sequence[GradOp]) -> None:
         return
     args: dict[str, bytes] = {}
     params: dict[str, bytes] = {}
-    ld = length_delimited
-    heads = (_HEADS[_INPUTS_TAG], _HEADS[_OUTPUTS_TAG])
-    op_heads = _HEADS[_OPS_TAG]
     pieces = []
     views = []
+    short = _SHORT
     for g in ops:
         body = []
-        flat = ([], [])
-        for k, slots in ((0, g.inputs), (1, g.outputs)):
-            names_out = flat[k]
-            head = heads[k]
+        ins, outs = g.inputs, g.outputs
+        in_names: list[str] = []
+        out_names: list[str] = []
+        for slots, heads, names_out in ((ins, _IN_HEADS, in_names), (outs, _OUT_HEADS, out_names)):
             for slot in (sorted(slots) if len(slots) > 1 else slots):
                 names = slots[slot]
                 p = params.get(slot)
                 if p is None:
-                    p = params[slot] = ld(0x0A, slot.encode())
+                    p = params[slot] = _field(0x0A, slot.encode())
                 enc = [p]
                 for a in names:
                     e = args.get(a)
                     if e is None:
-                        e = args[a] = ld(0x12, a.encode())
+                        e = a.encode()
+                        n = len(e)
+                        e = args[a] = short[n] + e if n < 0x80 else length_delimited(0x12, e)
                     enc.append(e)
                 data = b"".join(enc)
                 n = len(data)
-                body.append(head[n] + data if n < 0x80 else ld(_SLOT_TAGS[k], data))
+                body.append(heads[n] + data if n < 0x80 else length_delimited(heads[0][0], data))
                 names_out.extend(names)
         t = _TYPE_FIELDS_BY_NAME.get(g.type)
         if t is None:
             if len(_TYPE_FIELDS_BY_NAME) >= 10000:
                 _TYPE_FIELDS_BY_NAME.clear()
-            t = _TYPE_FIELDS_BY_NAME[g.type] = ld(_TYPE_TAG, g.type.encode())
+            t = _TYPE_FIELDS_BY_NAME[g.type] = length_delimited(_TYPE_TAG, g.type.encode())
         body.append(t)
         attrs = attr_bytes(g)
         body.append(attrs)
         op_data = b"".join(body)
         n = len(op_data)
-        pieces.append(op_heads[n] + op_data if n < 0x80 else ld(_OPS_TAG, op_data))
-        views.append((tuple(flat[0]), tuple(flat[1]), _SUB_BLOCK_BYTES not in attrs))
+        pieces.append(_OP_HEADS[n] + op_data if n < 0x80 else
+                      bytes((_OPS_TAG, (n & 0x7F) | 0x80, n >> 7)) + op_data if n < 0x4000
+                      else length_delimited(_OPS_TAG, op_data))
+        views.append((tuple(in_names), tuple(out_names), attrs))
     start = len(block.desc.ops)
     block.desc.MergeFromString(b"".join(pieces))
     new_ops = block.ops
-    for desc, (ins, outs, plain) in zip(block.desc.ops[start:], views):
+    for desc, (ins, outs, attrs) in zip(block.desc.ops[start:], views):
         op = Operator(block, desc)
         # The view's caches, from what was just written (the later steps read
         # every new op's arguments; reading them back from the desc costs more).
         op._in_args = ins
         op._out_args = outs
-        if plain:
+        if _SUB_BLOCK_BYTES not in attrs:
             op._sub_block = None
         new_ops.append(op)
+        if attrs_out is not None:
+            attrs_out[id(desc)] = (desc, attrs)
 
 
-_SLOT_TAGS = (_INPUTS_TAG, _OUTPUTS_TAG)
+def _field(tag: int, data: bytes) -> bytes:
+    """`length_delimited(tag, data)`, with the common short case inline."""
+    n = len(data)
+    return _SHORT_HEADS[tag][n] + data if n < 0x80 else length_delimited(tag, data)
+
+
 #: tag -> the two-byte heads (tag, length) of the fields shorter than 128 bytes
 _HEADS = {tag: [bytes((tag, n)) for n in range(0x80)] for tag in (_INPUTS_TAG, _OUTPUTS_TAG, _OPS_TAG)}
+_SHORT_HEADS = {tag: [bytes((tag, n)) for n in range(0x80)] for tag in (0x0A, 0x12)}
+_SHORT = _SHORT_HEADS[0x12]           # OpDesc.Var.arguments = 2
+_IN_HEADS, _OUT_HEADS, _OP_HEADS = _HEADS[_INPUTS_TAG], _HEADS[_OUTPUTS_TAG], _HEADS[_OPS_TAG]
 _NAME_HEADS = [bytes((0x0A, n)) for n in range(0x80)]      # VarDesc.name = 1
 
 
@@ -402,7 +418,7 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
             create_grad_vars(program.block(op.sub_block), 0, grad_to_var, grad_info, parent_ops, pending)
         ins = op.input_arg_names
         out_args = op.output_arg_names
-        if all(n == EMPTY_VAR_NAME for n in out_args):
+        if not out_args or (out_args[0] == EMPTY_VAR_NAME and all(n == EMPTY_VAR_NAME for n in out_args)):
             remove.append(i)
             continue
         grad_ins = [n for n in ins if GRAD_SUFFIX in n]
@@ -492,11 +508,14 @@ def _append_vars_sorted(block: Block, new: list["NewVar | pb.VarDesc"]) -> None:
         del block.desc.vars[keep:]
     rows = added + [(v.name, v.wire() if type(v) is NewVar else v.SerializePartialToString()) for v in new]
     rows.sort(key=itemgetter(0))
-    block.desc.MergeFromString(b"".join([length_delimited(_VARS_TAG, data) for _, data in rows]))
+    heads = _VAR_HEADS
+    block.desc.MergeFromString(b"".join([heads[len(data)] + data if len(data) < 0x80
+                                         else length_delimited(_VARS_TAG, data) for _, data in rows]))
     block.reindex_vars(keep)
 
 
 _VARS_TAG = 0x1A                     # BlockDesc.vars: field 3, length-delimited
+_VAR_HEADS = [bytes((_VARS_TAG, n)) for n in range(0x80)]
 
 
 class NewVar:

@@ -24,6 +24,7 @@ from .deviations import (accumulate_array_read_grads, carried_in_place, copy_gra
 from .emit import Callback, emit, fill_op_desc
 from ..legacy.names import GRAD_SUFFIX, grad_name, repeated_grad_name
 from .prune import find_not_needed, remove_no_grad_branch
+from ..legacy.wire import attrs_tail
 
 
 @dataclasses.dataclass
@@ -46,6 +47,9 @@ class PassState:
     #: block idx -> forward ops put in it (deviations.insert_value_copies):
     #: op indices taken before the pass shift by that many
     forward_copies: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: id(desc) -> (desc, its attrs' wire bytes) of each grad op emitted as
+    #: bytes (`emit`), for `steps.tag_op_role_var` (not read back from the op)
+    emitted_attrs: dict[int, tuple[Any, bytes]] = dataclasses.field(default_factory=dict)
 
 
 class _SubBlockFwdOp(FwdOp):
@@ -55,11 +59,18 @@ class _SubBlockFwdOp(FwdOp):
     __slots__ = ("program",)
 
 
-def _fwd_view(op: Operator, no_grad: set[str] | frozenset[str], grad_blocks: Sequence[int]) -> FwdOp:
+def _fwd_view(op: Operator, no_grad: set[str] | frozenset[str], grad_blocks: Sequence[int],
+              copy: bool = True) -> FwdOp:
     desc = op.desc
-    # (what Operator.inputs / .outputs return; a slice of a repeated field is made in C)
-    ins = {v.parameter: v.arguments[:] for v in desc.inputs}
-    outs = {v.parameter: v.arguments[:] for v in desc.outputs}
+    # (what Operator.inputs / .outputs return, from the slots the view keeps:
+    # read once, on load; copied, as a maker may edit what it is given -
+    # `registry.make_grad_ops`, which only copies from them, gets them as they are)
+    rec_ins, rec_outs = op.slot_records()
+    if copy:
+        ins = {p: args[:] for p, args in rec_ins}
+        outs = {p: args[:] for p, args in rec_outs}
+    else:
+        ins, outs = dict(rec_ins), dict(rec_outs)
     if grad_blocks:
         f = _SubBlockFwdOp(desc.type, ins, outs, desc.attrs, no_grad)
         f.program = op.block.program
@@ -79,7 +90,7 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
     if opdef is None:
         raise UnknownOpError(f"{where(op.block.program.source, op.block.idx, op_type=op.type)}: "
                              f"unknown op type '{op.type}' on the gradient path")
-    view = _fwd_view(op, no_grad, grad_blocks)
+    view = _fwd_view(op, no_grad, grad_blocks, copy=opdef.grad_kind != "spec")
     try:
         grads = opdef.make_grad(view)
     except UnknownOpError as e:
@@ -113,26 +124,6 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
 _DEVICES: dict[bytes, tuple[bytes, str | None]] = {}
 
 
-def attrs_tail(data: bytes) -> bytes:
-    """The wire bytes of an OpDesc's attrs (and anything after them), from
-    the OpDesc's serialization: all but the leading inputs, outputs and type
-    fields (upb writes fields in field-number order: 1 inputs, 2 outputs,
-    3 type, 4 attrs). Equal tails: equal attr lists."""
-    pos, n = 0, len(data)
-    while pos < n and data[pos] in (0x0A, 0x12, 0x1A):
-        pos += 1
-        length = shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            length |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-        pos += length
-    return data[pos:]
-
-
 def grad_op_descs(op: Operator, no_grad_set: Iterable[str | Variable] = (),
                   grad_sub_blocks: Sequence[int] = ()) -> tuple[list[pb.OpDesc], dict[str, str]]:
     """The grad op descs of one op and their grad-to-var map, exactly as the
@@ -164,7 +155,7 @@ def grad_to_var(op: Operator, grads: list[GradOp]) -> dict[str, str]:
     A maker may record the map itself on its grad op (`g.grad_to_var`), where
     Paddle's records more than the op's final slots show (while_grad: grads
     it then replaces with @EMPTY@)."""
-    fwd_args: set[str] | None = None
+    fwd_args: set[str] | tuple[str, ...] | None = None
     out: dict[str, str] = {}
     cut = -len(GRAD_SUFFIX)
     for g in grads:
@@ -172,15 +163,18 @@ def grad_to_var(op: Operator, grads: list[GradOp]) -> dict[str, str]:
         if explicit is not None:
             out.update(explicit)
             continue
-        for slots in (g.inputs, g.outputs):
-            for args in slots.values():
-                for name in args:
-                    if name.endswith(GRAD_SUFFIX):
-                        if fwd_args is None:
-                            fwd_args = set(op.input_arg_names)
-                            fwd_args.update(op.output_arg_names)
-                        if name[:cut] in fwd_args:
-                            out[name] = name[:cut]
+        names = [n for args in g.inputs.values() for n in args if n.endswith(GRAD_SUFFIX)]
+        names += [n for args in g.outputs.values() for n in args if n.endswith(GRAD_SUFFIX)]
+        if not names:
+            continue
+        if fwd_args is None:
+            fwd_args = op.input_arg_names + op.output_arg_names
+            if len(fwd_args) > 8:        # (a few names: a tuple answers as fast as a set)
+                fwd_args = set(fwd_args)
+        for name in names:
+            fwd = name[:cut]
+            if fwd in fwd_args:
+                out[name] = fwd
     return out
 
 
@@ -250,7 +244,8 @@ def append_backward_ops(block: Block, path: list[Operator], targets: list[Variab
         origins.extend([index.get(id(op.desc), -1)] * (len(descs) - len(origins)))
 
     if not state.paddle_exact:
-        descs = pass_gradients_through_untaken_branches(block, descs, origins, loop_owner)
+        descs = pass_gradients_through_untaken_branches(block, descs, origins, loop_owner,
+                                                        {t.name for t in targets})
     if loop_owner is not None and not state.paddle_exact:
         descs = accumulate_array_read_grads(block, loop_owner, descs, origins)
         descs, seeds = split_loop_var_versions(block, loop_owner, target_block, descs, origins,
@@ -276,7 +271,7 @@ def append_backward_ops(block: Block, path: list[Operator], targets: list[Variab
     if not state.paddle_exact:
         descs = copy_grads_read_in_place(block, descs)
     start = len(target_block.ops)
-    emit(target_block, descs, state.grad_to_var, state.callbacks)
+    emit(target_block, descs, state.grad_to_var, state.callbacks, state.emitted_attrs)
     for op in target_block.ops[start:]:
         if op.sub_block is not None:
             state.grad_block_owner[op.sub_block] = op

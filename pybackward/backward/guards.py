@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
+from ..base import attrs as _attrs
 from ..base import dtypes
 from ..base.errors import ArgumentError, ProgramFileError, where
 from ..legacy.program import OP_ROLE_ATTR, OP_ROLE_BACKWARD, Block, Program, Variable
@@ -97,9 +98,18 @@ def existing_backward(program: Program) -> str | None:
     """Where the program already has a backward section, in words (None if
     it has none): the first op whose op_role has the backward bit, else the
     first var named like a gradient."""
+    # op_role stands near the end of an op's attrs (they are sorted): read
+    # from the end, which finds the same attr on every op that names it once
+    # (a loaded program knows the ops that name an attr twice; for those,
+    # and for programs built in memory, the first one counts, as in `attr`).
+    known = program.repeated_attr_ops
+    twice = None if known is None else {id(op.desc) for op in known}
     for b in program.blocks:
         for i, op in enumerate(b.ops):
-            role = op.attr(OP_ROLE_ATTR, 0)
+            if twice is None or id(op.desc) in twice:
+                role = op.attr(OP_ROLE_ATTR, 0)
+            else:
+                role = _last_attr(op.desc, OP_ROLE_ATTR, 0)
             if isinstance(role, int) and role & OP_ROLE_BACKWARD:
                 return f"{where(None, b.idx, i, op.type)} has op_role {role} (backward)"
     for b in program.blocks:
@@ -107,6 +117,14 @@ def existing_backward(program: Program) -> str | None:
             if GRAD_SUFFIX in name:
                 return f"{where(None, b.idx, var=name)} is a gradient"
     return None
+
+
+def _last_attr(desc, name: str, default):
+    """The decoded value of the last attr called `name` (`default` if none)."""
+    for a in reversed(desc.attrs):
+        if a.name == name:
+            return _attrs.decode(a)
+    return default
 
 
 def refuse_existing_backward(program: Program, advice: str = "pass --force to append anyway") -> None:

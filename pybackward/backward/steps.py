@@ -159,9 +159,12 @@ def loss_grad_op(loss: Variable, loss_op: Operator) -> pb.OpDesc:
 
 
 def params_and_grads(program: Program, loss: Variable, params: list[str],
-                      grad_info: dict[str, tuple[str, Block]]) -> list[tuple[Variable, Variable | None]]:
+                     grad_info: dict[str, tuple[str, Block]],
+                     emitted_attrs: dict[int, tuple[Any, bytes]] | None = None
+                     ) -> list[tuple[Variable, Variable | None]]:
     """`[(param, grad), ...]` in `params` order, and each grad's last writer
-    tagged with Paddle's `op_role_var` = [param, grad, ...]."""
+    tagged with Paddle's `op_role_var` = [param, grad, ...]. `emitted_attrs`:
+    `PassState.emitted_attrs` (the attr bytes of the ops emitted as bytes)."""
     root = program.global_block()
     pairs: list[tuple[Variable, Variable | None]] = []
     for p in params:
@@ -187,7 +190,7 @@ def params_and_grads(program: Program, loss: Variable, params: list[str],
         op = last_writer.get(g.name)
         if op is None:
             raise ArgumentError(f"no op writes the gradient '{g.name}' (unexpected)")
-        tag_op_role_var(op.desc, p.name, g.name, places)
+        tag_op_role_var(op.desc, p.name, g.name, places, emitted_attrs)
     return pairs
 
 
@@ -198,13 +201,20 @@ _ROLE_VAR_HEAD = length_delimited(0x0A, OP_ROLE_VAR_ATTR.encode()) + bytes((0x10
 _GENERAL = object()
 
 
-def tag_op_role_var(desc: pb.OpDesc, param: str, grad: str, places: dict[bytes, tuple]) -> None:
+def tag_op_role_var(desc: pb.OpDesc, param: str, grad: str, places: dict[bytes, tuple],
+                    emitted_attrs: dict[int, tuple[Any, bytes]] | None = None) -> None:
     """`prepend_to_list_attr(desc, "op_role_var", [param, grad], STRINGS)`,
     in fewer calls into protobuf: where the attr stands (or would be
     inserted) and what it holds depend only on the op's attrs, so they are
     read once per distinct attr list (`places`, keyed by the attrs' wire
-    bytes); the new Attr is parsed from its bytes."""
-    tail = attrs_tail(desc.SerializePartialToString())
+    bytes); the new Attr is parsed from its bytes. The attrs' bytes of an
+    op `emit` wrote as bytes are those it wrote (`emitted_attrs`; popped:
+    the tag changes them); others are read from the op."""
+    known = emitted_attrs.pop(id(desc), None) if emitted_attrs else None
+    if known is not None and known[0] is desc:
+        tail = known[1]
+    else:
+        tail = attrs_tail(desc.SerializePartialToString())
     place = places.get(tail)
     if place is None:
         place = places[tail] = _role_var_place(desc)
@@ -268,4 +278,4 @@ def append_plain(program: Program, loss: Variable, loss_op: Operator, params: Se
         input_grad_names = {grad_name(loss.name)} if program.appending_grad_times > 1 else None
         append_backward_ops(block, path, [loss], root, state, input_grad_names)
         grad_info = finish(program, root, start, state, {}, ())
-        return params_and_grads(program, loss, params, grad_info)
+        return params_and_grads(program, loss, params, grad_info, state.emitted_attrs)

@@ -21,6 +21,17 @@ NOT_PROGRAM = {
 }
 
 
+#: Suffix -> the array file format it names (`tensors.paddle_files` reads and writes them).
+ARRAY_SUFFIXES = {".npz": "npz", ".pdparams": "pickle", ".pdopt": "pickle", ".pdiparams": "combined"}
+
+
+def is_array_path(path: Union[str, os.PathLike]) -> bool:
+    """True when the path names an array file by its suffix, or is a directory. Here, not only
+    in `tensors.paddle_files`, so a command can tell without importing NumPy."""
+    text = os.fspath(path)
+    return Path(text).suffix.lower() in ARRAY_SUFFIXES or os.path.isdir(text)
+
+
 def check_program_path(path: Union[str, os.PathLike]) -> None:
     """Refuse to write a program to a path whose suffix names another format."""
     suffix = Path(os.fspath(path)).suffix.lower()

@@ -14,6 +14,7 @@ runs; everything else lives in a per-run child scope.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import glob
@@ -21,7 +22,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -232,6 +233,19 @@ def _blas_exit() -> None:
                 if get() != was:
                     set_(was)
             st["saved"] = None
+
+
+@contextlib.contextmanager
+def capped_blas(threads: int | None = 1) -> Iterator[bool]:
+    """Cap NumPy's OpenBLAS at `threads` threads inside the block (None: leave it alone)
+    and restore the caller's setting after it, as every `Executor.run` does (see above);
+    yields whether it capped. The PIR interpreter's runs use it too."""
+    capped = _blas_enter(threads)
+    try:
+        yield capped
+    finally:
+        if capped:
+            _blas_exit()
 
 
 def blas_threads() -> int | None:

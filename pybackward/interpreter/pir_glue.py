@@ -129,6 +129,12 @@ def _nothing(vals, attrs):
     return []
 
 
+def _assign_out(vals, attrs):
+    """`pd_op.assign_out_(x, out)`: out takes x's value, in place (Paddle's `assign` into an
+    existing tensor: what a `While` body does to a loop var the legacy program assigned)."""
+    return [np.array(vals[0], copy=True)]
+
+
 def _full_int_array(vals, attrs):
     dt = numpy_dtype(attrs.get("dtype", "int64")) or np.dtype(np.int64)
     return [np.asarray(attrs.get("value", []), dtype=dt).reshape(-1)]
@@ -137,6 +143,13 @@ def _full_int_array(vals, attrs):
 # ----------------------------------------------------------- tensor arrays
 def _create_array(vals, attrs):
     return [[]]
+
+
+def _create_array_like(vals, attrs):
+    """`pd_op.create_array_like(input, val)`: an array of input's length, each item a
+    tensor like input's item filled with val (Paddle's create_array_like kernel)."""
+    val = attrs.get("val", 0.0)
+    return [[None if t is None else np.full(np.shape(t), val, dtype=np.asarray(t).dtype) for t in vals[0] or []]]
 
 
 def _array_write(vals, attrs):
@@ -159,6 +172,23 @@ def _array_read(vals, attrs):
 
 def _array_length(vals, attrs):
     return [np.array([len(vals[0] or [])], dtype=np.int64)]
+
+
+def _tensor_to_array(vals, attrs):
+    """`pd_op.tensor_to_array(x, out_grad)`: the gradient of `array_to_tensor` (x's array of
+    tensors stacked, use_stack, or concatenated along axis): out_grad cut back into one
+    tensor per item of x (Paddle's tensor_to_array kernel; legacy tensor_array_to_tensor_grad)."""
+    items, g = list(vals[0] or []), np.asarray(vals[1])
+    axis = int(attrs.get("axis", 0))
+    if attrs.get("use_stack", False):
+        axis = axis + g.ndim if axis < 0 else axis
+        if g.shape[axis] != len(items):
+            raise ExecutionError(f"tensor_to_array: out_grad has {g.shape[axis]} items on axis {axis}, "
+                                 f"the array {len(items)}")
+        return [[np.ascontiguousarray(np.take(g, i, axis=axis)) for i in range(len(items))]]
+    axis = axis + g.ndim if axis < 0 else axis
+    cuts = np.cumsum([np.shape(t)[axis] for t in items])[:-1]
+    return [[np.ascontiguousarray(p) for p in np.split(g, cuts, axis=axis)]]
 
 
 # ------------------------------------------------------------------ stacks
@@ -228,11 +258,14 @@ GLUE: dict[str, Glue] = {
     "builtin.shadow_output": _nothing,
     "builtin.set_parameter": _nothing,
     "pd_op.fetch": _identity,
+    "pd_op.assign_out_": _assign_out,
     "pd_op.full_int_array": _full_int_array,
     "pd_op.create_array": _create_array,
+    "pd_op.create_array_like": _create_array_like,
     "pd_op.array_write_": _array_write,
     "pd_op.array_read": _array_read,
     "pd_op.array_length": _array_length,
+    "pd_op.tensor_to_array": _tensor_to_array,
     "cf.stack_create": _stack_create,
     "cf.tuple_push": _tuple_push,
     "cf.tuple_pop": _tuple_pop,
@@ -249,8 +282,8 @@ GLUE: dict[str, Glue] = {
     "pd_op.fused_softmax_mask_upper_triangle": _causal_softmax,
 }
 
-#: Glue ops that write their first operand in place (its value is the first result from then on).
-GLUE_INPLACE: dict[str, tuple[tuple[int, int], ...]] = {"pd_op.array_write_": ((0, 0),)}
+#: Glue ops that write an operand in place: (operand, result) pairs (the operand's value is the result's from then on).
+GLUE_INPLACE: dict[str, tuple[tuple[int, int], ...]] = {"pd_op.array_write_": ((0, 0),), "pd_op.assign_out_": ((1, 0),)}
 
 
 # -------------------------------------------- legacy inputs PIR does not pass

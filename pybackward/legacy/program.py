@@ -117,6 +117,11 @@ def _all_args(slots: Sequence[pb.OpDesc.Var]) -> tuple[str, ...]:
     return tuple([a for v in slots for a in v.arguments[:]])
 
 
+#: An op's slots as `Operator.slot_records` gives them: (inputs, outputs),
+#: each [(slot name, [argument, ...]), ...] in file order.
+SlotRecords = tuple[list[tuple[str, list[str]]], list[tuple[str, list[str]]]]
+
+
 class Operator:
     """A view of one `OpDesc` in a block.
 
@@ -124,7 +129,7 @@ class Operator:
     `rename_output` (or call `Block.sync()` after editing `desc` directly).
     """
 
-    __slots__ = ("block", "desc", "_in_args", "_out_args", "_sub_block")
+    __slots__ = ("block", "desc", "_in_args", "_out_args", "_sub_block", "_slots")
 
     def __init__(self, block: "Block", desc: pb.OpDesc) -> None:
         self.block = block
@@ -132,6 +137,7 @@ class Operator:
         self._in_args: tuple[str, ...] | None = None
         self._out_args: tuple[str, ...] | None = None
         self._sub_block: int | None | bool = False  # False: not looked up yet
+        self._slots: SlotRecords | None = None
 
     @property
     def sub_block(self) -> int | None:
@@ -188,14 +194,29 @@ class Operator:
     def input_arg_names(self) -> tuple[str, ...]:
         """Every input argument, slot by slot."""
         if self._in_args is None:
-            self._in_args = _all_args(self.desc.inputs)
+            rec = self._slots
+            self._in_args = (_all_args(self.desc.inputs) if rec is None
+                             else tuple([a for _, args in rec[0] for a in args]))
         return self._in_args
 
     @property
     def output_arg_names(self) -> tuple[str, ...]:
         if self._out_args is None:
-            self._out_args = _all_args(self.desc.outputs)
+            rec = self._slots
+            self._out_args = (_all_args(self.desc.outputs) if rec is None
+                              else tuple([a for _, args in rec[1] for a in args]))
         return self._out_args
+
+    def slot_records(self) -> "SlotRecords":
+        """(inputs, outputs), each a list of (slot name, arguments) in file
+        order: the slots read once (validation hands them over on load) and
+        cached like the argument names. Shared: do not edit them."""
+        rec = self._slots
+        if rec is None:
+            desc = self.desc
+            rec = self._slots = ([(v.parameter, v.arguments[:]) for v in desc.inputs],
+                                 [(v.parameter, v.arguments[:]) for v in desc.outputs])
+        return rec
 
     @property
     def inputs(self) -> dict[str, list[str]]:
@@ -207,16 +228,16 @@ class Operator:
 
     def rename_input(self, old: str, new: str) -> None:
         _rename_args(self.desc.inputs, old, new)
-        self._in_args = None
+        self._in_args = self._slots = None
 
     def rename_output(self, old: str, new: str) -> None:
         _rename_args(self.desc.outputs, old, new)
-        self._out_args = None
+        self._out_args = self._slots = None
 
     def set_input(self, slot: str, args: Sequence[str]) -> None:
         """Replace the arguments of an input slot (adding the slot if absent)."""
         _set_slot(self.desc.inputs, slot, args)
-        self._in_args = None
+        self._in_args = self._slots = None
 
     # -- attrs -------------------------------------------------------------
     def _find_attr(self, name: str) -> pb.OpDesc.Attr | None:
@@ -393,10 +414,10 @@ class Block:
     def reindex_vars(self, start: int) -> None:
         """Re-point the var index at `desc.vars[start:]` (after they were rewritten),
         keeping the index in file order."""
-        head = list(self._vars.items())[:start]
-        self._vars = dict(head)
-        for v in self.desc.vars[start:]:
-            self._vars[v.name] = Variable(self, v)
+        old = self._vars
+        new = dict(old) if len(old) == start else dict(list(old.items())[:start])   # (a new dict, as before)
+        new.update({v.name: Variable(self, v) for v in self.desc.vars[start:]})
+        self._vars = new
 
     @property
     def idx(self) -> int:
@@ -697,9 +718,11 @@ def read_program(data: bytes, source: str | None = None, check_vars: bool = True
         check_block_attrs(program, found.block_attrs)
         # Validation saw every attr: an op it found no BLOCK attr on has no
         # sub-block (the view need not look for one).
+        # And it read every op's slots: the views keep them.
         with_blocks = {(b, i) for b, i, _ in found.block_attrs}
-        for b in blocks:
-            for i, op in enumerate(b.ops):
+        for b, records in zip(blocks, found.slots):
+            for i, (op, rec) in enumerate(zip(b.ops, records)):
+                op._slots = rec
                 if (b.idx, i) not in with_blocks:
                     op._sub_block = None
         check_op_structure(program)

@@ -35,6 +35,7 @@ from __future__ import annotations
 from .._proto import framework_pb2 as pb
 from ..base import dtypes
 from ..base.errors import ProgramFileError, where
+from .wire import attrs_tail
 
 EMPTY_VAR_NAME = "@EMPTY@"
 MAX_NESTING = 200
@@ -52,13 +53,17 @@ class Findings:
     positions of ops naming an attr twice (Paddle's parse keeps one of each:
     `program.dedupe_attrs`), and of ops carrying BLOCK / BLOCKS attrs, with
     those attrs' names (checked against the op types' declarations in
-    `wire.check_block_attrs`; every other op has no sub-block)."""
+    `wire.check_block_attrs`; every other op has no sub-block). And every
+    op's slots as the check read them (`slots[block][op]`: ([(name, args),
+    ...] of the inputs, of the outputs)), which the op views keep
+    (`Operator.slot_records`) so that nothing reads them through upb again."""
 
-    __slots__ = ("repeated_attrs", "block_attrs")
+    __slots__ = ("repeated_attrs", "block_attrs", "slots")
 
     def __init__(self) -> None:
         self.repeated_attrs: list[tuple[int, int]] = []
         self.block_attrs: list[tuple[int, int, tuple[str, ...]]] = []
+        self.slots: list[list[tuple[list, list] | None]] = []
 
 
 def validate(desc: pb.ProgramDesc, source: str | None = None, check_vars: bool = True) -> Findings:
@@ -128,9 +133,37 @@ def _check_ops(b: pb.BlockDesc, n: int, own: set[str], scope: "_Scopes | None",
     own_has_all = own.issuperset
     sound_type = sound.get
     block_named: list[str] = []   # the BLOCK / BLOCKS attrs `_attr_sound` passes
+    # Attr lists repeat (every layer's `mul`): one whose wire bytes passed
+    # before, and named no block, passes again without its attrs being read
+    # one by one through upb (True: it names an attr twice). A block whose
+    # attr lists rarely repeat (a call stack per op) stops serialising ops
+    # for this after the first few dozen.
+    sound_tails: dict[bytes, bool] | None = {}
+    hits = 0
+    tail = b""
+    records: list[tuple[list, list] | None] = []
+    found.slots.append(records)
     for i, op in enumerate(b.ops):
         ok = type(op.type) is str
         if ok:
+            repeated = None
+            if sound_tails is not None:
+                tail = attrs_tail(op.SerializePartialToString())
+                repeated = sound_tails.get(tail)
+                if repeated is None and len(sound_tails) > 32 and len(sound_tails) > 2 * hits:
+                    sound_tails = None
+            if repeated is not None:
+                hits += 1
+                if repeated:
+                    found.repeated_attrs.append((idx, i))
+                ins = _slot_records(op.inputs, own, own_has_all, scope, idx)
+                outs = None if ins is None else _slot_records(op.outputs, own, own_has_all, scope, idx)
+                if outs is not None:
+                    records.append((ins, outs))
+                    continue
+                _check_op(op, idx, i, n, scope, source)
+                records.append(None)
+                continue
             attrs = op.attrs
             names = set()
             add = names.add
@@ -141,16 +174,23 @@ def _check_ops(b: pb.BlockDesc, n: int, own: set[str], scope: "_Scopes | None",
                     break
                 add(name)
             else:
-                if len(names) != len(attrs):
+                twice = len(names) != len(attrs)
+                if twice:
                     found.repeated_attrs.append((idx, i))
                 if block_named:
                     found.block_attrs.append((idx, i, tuple(block_named)))
+                elif sound_tails is not None:
+                    sound_tails[tail] = twice
             block_named.clear()
         if ok:
-            ok = _slots_sound(op.inputs, own, own_has_all, scope, idx) and \
-                _slots_sound(op.outputs, own, own_has_all, scope, idx)
-        if not ok:  # the detailed checks, in their order, say what is wrong
-            _check_op(op, idx, i, n, scope, source)
+            ins = _slot_records(op.inputs, own, own_has_all, scope, idx)
+            outs = None if ins is None else _slot_records(op.outputs, own, own_has_all, scope, idx)
+            if outs is not None:
+                records.append((ins, outs))
+                continue
+        # the detailed checks, in their order, say what is wrong
+        _check_op(op, idx, i, n, scope, source)
+        records.append(None)
 
 
 def _attr_sound(a: pb.OpDesc.Attr, block: int, n: int, sound: dict[str, int], block_named: list[str]) -> bool:
@@ -171,20 +211,25 @@ def _attr_sound(a: pb.OpDesc.Attr, block: int, n: int, sound: dict[str, int], bl
     return True
 
 
-def _slots_sound(slots, own: set[str], own_has_all, scope: "_Scopes | None", block: int) -> bool:
+def _slot_records(slots, own: set[str], own_has_all, scope: "_Scopes | None",
+                  block: int) -> list[tuple[str, list[str]]] | None:
+    """The slots as [(name, arguments), ...] if they pass the fast checks, else None."""
+    out = []
     for slot in slots:
-        if type(slot.parameter) is not str:
-            return False
-        args = slot.arguments
+        name = slot.parameter
+        if type(name) is not str:
+            return None
+        args = slot.arguments[:]
+        out.append((name, args))
         if own_has_all(args):
             continue
         for arg in args:
             if type(arg) is not str:
-                return False
+                return None
             if scope is not None and arg not in own and arg != EMPTY_VAR_NAME \
                     and not scope.visible(arg, block):
-                return False
-    return True
+                return None
+    return out
 
 
 def _check_op(op: pb.OpDesc, block: int, i: int, n: int, scope: "_Scopes | None",

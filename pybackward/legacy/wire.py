@@ -99,6 +99,26 @@ def length_delimited(tag: int, data: bytes, size: int | None = None) -> bytes:
     return bytes(head) + data
 
 
+def attrs_tail(data: bytes) -> bytes:
+    """The wire bytes of an OpDesc's attrs (and anything after them), from
+    the OpDesc's serialization: all but the leading inputs, outputs and type
+    fields (upb writes fields in field-number order: 1 inputs, 2 outputs,
+    3 type, 4 attrs). Equal tails: equal attr lists."""
+    pos, n = 0, len(data)
+    while pos < n and data[pos] in (0x0A, 0x12, 0x1A):
+        pos += 1
+        length = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            length |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        pos += length
+    return data[pos:]
+
+
 def check_op_structure(program: Any) -> None:
     """Run the structural rules the registry declares per op type (`OpDef.structure_check`)."""
     checks: dict[str, object] = {}

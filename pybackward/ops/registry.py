@@ -223,22 +223,43 @@ GradMaker = Callable[[FwdOp], list[GradOp]]
 
 def make_grad_ops(spec: GradSpec, fwd: FwdOp) -> list[GradOp]:
     """Build the grad op a GradSpec declares, as Paddle's makers do."""
+    plan = _PLANS.get(id(spec))
+    if plan is None or plan[0] is not spec:
+        plan = _plan(spec)
+    _, in_plan, out_plan = plan
+    f_ins, f_outs = fwd.inputs, fwd.outputs
     ins: dict[str, list[str]] = {}
+    for slot, src, grad_of in in_plan:
+        if src in f_ins:
+            ins[slot] = list(f_ins[src])
+        elif src in f_outs:
+            ins[slot] = list(f_outs[src])
+        elif grad_of is not None and grad_of in f_outs:
+            ins[slot] = [n + GRAD_SUFFIX for n in f_outs[grad_of]]
+    outs: dict[str, list[str]] = {}
+    for slot, fwd_slot in out_plan:
+        if fwd_slot in f_ins:
+            outs[slot] = fwd.grads_of(f_ins[fwd_slot], spec.keep_empty)
+    return [GradOp(spec.type, ins, outs, fwd.attrs_desc, dict(spec.attrs))]
+
+
+#: id(spec) -> (spec, its inputs as (slot, source, forward output slot the
+#: source is the gradient of or None), its outputs as (slot, forward input
+#: slot)): each entry of a GradSpec split once, not once per op.
+_PLANS: dict[int, tuple[GradSpec, tuple, tuple]] = {}
+
+
+def _plan(spec: GradSpec) -> tuple[GradSpec, tuple, tuple]:
+    in_plan = []
     for entry in spec.inputs:
         slot, src = _split(entry)
-        if src in fwd.inputs:
-            ins[slot] = list(fwd.inputs[src])
-        elif src in fwd.outputs:
-            ins[slot] = list(fwd.outputs[src])
-        elif src.endswith(GRAD_SUFFIX) and src[: -len(GRAD_SUFFIX)] in fwd.outputs:
-            ins[slot] = [n + GRAD_SUFFIX for n in fwd.outputs[src[: -len(GRAD_SUFFIX)]]]
-    outs: dict[str, list[str]] = {}
+        in_plan.append((slot, src, src[: -len(GRAD_SUFFIX)] if src.endswith(GRAD_SUFFIX) else None))
+    out_plan = []
     for entry in spec.outputs:
         slot, src = _split(entry)
-        fwd_slot = src[: -len(GRAD_SUFFIX)]
-        if fwd_slot in fwd.inputs:
-            outs[slot] = fwd.grads_of(fwd.inputs[fwd_slot], spec.keep_empty)
-    return [GradOp(spec.type, ins, outs, fwd.attrs_desc, dict(spec.attrs))]
+        out_plan.append((slot, src[: -len(GRAD_SUFFIX)]))
+    plan = _PLANS[id(spec)] = (spec, tuple(in_plan), tuple(out_plan))
+    return plan
 
 
 # --------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from ..base import _args, dtypes
 from . import safe_pickle
 from .._proto import framework_pb2 as pb
 from ..base.errors import ArrayFileError, OutputError, ProgramFileError, PyBackwardError
+from ..base.suffixes import ARRAY_SUFFIXES, is_array_path  # noqa: F401  (is_array_path: part of this API)
 from ..base.files import TEMP_PREFIX, TEMP_SUFFIX, read_input_file, read_input_head, write_atomic
 from ..legacy.io import load as load_program
 from ..legacy.program import Program
@@ -56,7 +57,7 @@ from .tensor_format import shape_problem
 PathLike = Union[str, os.PathLike]
 
 #: Suffix -> format of the array files (`dir` is a directory of per-var files).
-SUFFIXES = {".npz": "npz", ".pdparams": "pickle", ".pdopt": "pickle", ".pdiparams": "combined"}
+SUFFIXES = ARRAY_SUFFIXES
 FORMAT_NAMES = {"npz": ".npz", "pickle": "Paddle pickle (.pdparams/.pdopt)",
                 "combined": "Paddle combined tensors (.pdiparams)", "dir": "directory of per-var files"}
 
@@ -93,12 +94,6 @@ def array_format(path: PathLike, writing: bool = False) -> str:
     if sniffed is None:
         raise ArrayFileError(f"{text}: not a file of arrays: {_describe(data)}")
     return sniffed
-
-
-def is_array_path(path: PathLike) -> bool:
-    """True when the path names an array file by its suffix, or is a directory."""
-    text = os.fspath(path)
-    return Path(text).suffix.lower() in SUFFIXES or os.path.isdir(text)
 
 
 def _sniff(head: bytes) -> str | None:

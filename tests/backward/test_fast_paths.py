@@ -121,3 +121,46 @@ def test_tag_op_role_var_equals_prepend(case):
         tag_op_role_var(got, "q", "q@GRAD", places)      # a second param's grad written by the same op
         prepend_to_list_attr(want, "op_role_var", ["q", "q@GRAD"], S)
         assert got.SerializeToString() == want.SerializeToString()
+
+
+def test_tag_op_role_var_on_ops_emitted_as_bytes():
+    """`emit` hands over the attr bytes it wrote (`attrs_out`), and
+    `tag_op_role_var` uses them instead of reading the op back: once per op,
+    as a tag changes them (a second param's grad written by the same op),
+    and never for another desc that happens to reuse the key."""
+    progs = [pybackward.Program(), pybackward.Program()]
+    written: dict = {}
+    emit(progs[0].global_block(), _grad_ops(), {}, None, written)
+    emit(progs[1].global_block(), _grad_ops(), {}, None)
+    got, want = (p.global_block().desc.ops for p in progs)
+    assert set(written) == {id(d) for d in got}
+    assert all(written[id(d)][0] is d for d in got)
+    first_tail = written[id(got[0])][1]
+    places: dict = {}
+    for k, (g, w) in enumerate(zip(got, want)):
+        for param in ("p", "q"):
+            tag_op_role_var(g, f"{param}{k}", f"{param}{k}@GRAD", places, written)
+            prepend_to_list_attr(w, "op_role_var", [f"{param}{k}", f"{param}{k}@GRAD"], S)
+            assert g.SerializeToString() == w.SerializeToString()
+    assert not written
+    other = pb.OpDesc.FromString(want[1].SerializeToString())
+    stale = {id(other): (want[1], first_tail)}    # an entry for another desc under this id: not used
+    tag_op_role_var(other, "r", "r@GRAD", places, stale)
+    prepend_to_list_attr(want[1], "op_role_var", ["r", "r@GRAD"], S)
+    assert other.SerializeToString() == want[1].SerializeToString()
+
+
+def test_a_grad_spec_is_built_from_its_own_plan():
+    """`registry.make_grad_ops` splits a GradSpec's entries once (`_PLANS`,
+    keyed by id); a plan left by another spec under the same id is not used."""
+    from pybackward.ops import registry
+    fwd = registry.FwdOp("f", {"X": ["x"], "Y": ["y"]}, {"Out": ["o"]}, [], {"y@GRAD"})
+    a = registry.GradSpec("a_grad", ("X", "Out@GRAD"), ("X@GRAD", "Y@GRAD"))
+    b = registry.GradSpec("b_grad", ("In=Y", "G=Out@GRAD"), ("DX=X@GRAD",), keep_empty=True)
+    want = registry.make_grad_ops(b, fwd)[0]
+    assert (want.inputs, want.outputs) == ({"In": ["y"], "G": ["o@GRAD"]}, {"DX": ["x@GRAD"]})
+    registry._PLANS[id(b)] = registry._plan(a)      # as if `a` had died and `b` taken its id
+    got = registry.make_grad_ops(b, fwd)[0]
+    assert (got.type, got.inputs, got.outputs) == ("b_grad", want.inputs, want.outputs)
+    got = registry.make_grad_ops(a, fwd)[0]
+    assert (got.inputs, got.outputs) == ({"X": ["x"], "Out@GRAD": ["o@GRAD"]}, {"X@GRAD": ["x@GRAD"], "Y@GRAD": []})

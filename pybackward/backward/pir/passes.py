@@ -27,7 +27,6 @@ from ...base.errors import PaddleDeviationWarning, PyBackwardError, UnknownOpErr
 from ...pir.model import Block, Operation, Value
 from ...pir.types import Attr, DenseTensorArrayType, Type, VectorType, dense
 from ...pir.vjp_rules import has_vjp, rule
-from ..deviations import user_stacklevel
 from . import control_flow, graph
 from .control_flow import stop_flag
 from .vjp import call_vjp
@@ -163,6 +162,7 @@ class PirBackward:
         if what in self.deviations:
             return
         self.deviations.append(what)
+        from ..deviations import user_stacklevel   # imported here: the legacy pass it brings costs ~0.1 s
         warnings.warn(f"PIR: {what}; paddle_exact=True gives Paddle's program", PaddleDeviationWarning,
                       stacklevel=user_stacklevel())
 

@@ -29,6 +29,19 @@ def _logsumexp(*arrs):
         return safe + np.log(sum(np.exp(a - safe) for a in arrs))
 
 
+def _lse3(a, a1, a2):
+    """_logsumexp(a, a1, a2), the same operations in the same order, with
+    fewer NumPy calls (the caller sets errstate once for its whole loop)."""
+    m = np.maximum(np.maximum(a, a1), a2)
+    safe = np.where(m == -np.inf, 0, m)
+    e = np.exp(a - safe)
+    e += np.exp(a1 - safe)
+    e += np.exp(a2 - safe)
+    e = np.log(e, out=e)
+    e += safe               # log(..) + safe: the same sum as safe + log(..)
+    return e
+
+
 def _ctc(c: Call):
     """(log softmax (T, B, C), extended labels (B, S), their lengths, time
     lengths, alpha (T, B, S), beta (T, B, S), log p (B,))."""
@@ -62,32 +75,44 @@ def _ctc(c: Call):
     skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
     emit = np.take_along_axis(lp, np.broadcast_to(ext[None], (n_t, n_b, n_s)), axis=2)   # (T, B, S)
     ninf = -np.inf
-    alpha = np.full((n_t, n_b, n_s), ninf)
-    alpha[0, :, 0] = emit[0, :, 0]
-    alpha[0, :, 1] = np.where(s_len > 1, emit[0, :, 1], ninf)
-    for t in range(1, n_t):
-        a = alpha[t - 1]
-        a1 = np.concatenate([np.full((n_b, 1), ninf), a[:, :-1]], axis=1)
-        a2 = np.where(skip, np.concatenate([np.full((n_b, 2), ninf), a[:, :-2]], axis=1), ninf)
-        alpha[t] = np.where(in_seq, _logsumexp(a, a1, a2) + emit[t], ninf)
-    beta = np.full((n_t, n_b, n_s), ninf)
     last = s_len - 1
     bidx = np.arange(n_b)
-    for t in range(n_t - 1, -1, -1):
-        if t < n_t - 1:
-            b = beta[t + 1]
-            b1 = np.concatenate([b[:, 1:], np.full((n_b, 1), ninf)], axis=1)
-            skip_next = np.concatenate([skip[:, 2:], np.zeros((n_b, 2), bool)], axis=1)
-            b2 = np.where(skip_next, np.concatenate([b[:, 2:], np.full((n_b, 2), ninf)], axis=1), ninf)
-            rec = np.where(in_seq, _logsumexp(b, b1, b2) + emit[t], ninf)
-        else:
-            rec = np.full((n_b, n_s), ninf)
-        init = np.full((n_b, n_s), ninf)
-        init[bidx, last] = emit[t, bidx, last]
-        has_prev = last >= 1
-        init[bidx[has_prev], last[has_prev] - 1] = emit[t, bidx[has_prev], last[has_prev] - 1]
-        ends = (t_len - 1 == t)[:, None]
-        beta[t] = np.where(ends, init, np.where((t < t_len - 1)[:, None], rec, ninf))
+    skip_next = np.zeros((n_b, n_s), bool)          # s + 2 may follow s
+    skip_next[:, :-2] = skip[:, 2:]
+    at_end = (s_idx == last[:, None]) | ((s_idx == last[:, None] - 1) & (last[:, None] >= 1))
+    init = np.where(at_end, emit, ninf)                              # (T, B, S): where a path may end
+    times = np.arange(n_t)[:, None]
+    ends = (t_len[None, :] - 1 == times)[..., None]                  # (T, B, 1)
+    live = (times < t_len[None, :] - 1)[..., None]
+    # The alpha recursion (forward in time, reading positions s-1, s-2) and
+    # the beta one (backward in time, reading s+1, s+2) run side by side:
+    # step j computes alpha at t = j and beta at t = T-1-j, beta's positions
+    # stored reversed so that it too reads the two before - the same
+    # operations on the same values, one set of NumPy calls for both.
+    # z[j, 0] is alpha(j), z[j, 1] beta(T-1-j) reversed, each after two -inf columns.
+    z = np.full((n_t, 2, n_b, n_s + 2), ninf)
+    z[0, 0, :, 2] = emit[0, :, 0]
+    z[0, 0, :, 3] = np.where(s_len > 1, emit[0, :, 1], ninf)
+    z[0, 1, :, 2:] = np.where(ends[n_t - 1], init[n_t - 1], ninf)[:, ::-1]
+    skips = np.stack([skip, skip_next[:, ::-1]])                     # (2, B, S)
+    in_seqs = np.stack([in_seq, in_seq[:, ::-1]])
+    emits = np.stack([emit, emit[::-1, :, ::-1]], axis=1)           # (T, 2, B, S), step order
+    inits = np.stack([np.full_like(init, ninf), init[::-1, :, ::-1]], axis=1)
+    # What a step writes where: a sequence's last step takes its end values
+    # (beta only), a live step inside the sequence the recursion, the rest -inf.
+    ends2 = np.stack([np.zeros_like(ends), ends[::-1]], axis=1)      # (T, 2, B, 1); alpha never ends
+    lives2 = np.stack([np.ones_like(live), live[::-1]], axis=1)      # alpha always live
+    recurs = ~ends2 & lives2 & in_seqs                               # (T, 2, B, S)
+    base = np.where(ends2, inits, ninf)
+    with np.errstate(divide="ignore"):
+        for j in range(1, n_t):
+            prev = z[j - 1]
+            a2 = np.where(skips, prev[..., :-2], ninf)
+            rec = _lse3(prev[..., 2:], prev[..., 1:-1], a2)
+            rec += emits[j]
+            z[j, :, :, 2:] = np.where(recurs[j], rec, base[j])
+    alpha = z[:, 0, :, 2:]
+    beta = z[::-1, 1, :, :1:-1]                                      # time and positions in order
     end_a = alpha[t_len - 1, bidx]                               # (B, S)
     logp = _logsumexp(end_a[bidx, last], np.where(last >= 1, end_a[bidx, np.maximum(last - 1, 0)], ninf))
     return lp, ext, t_len, alpha, beta, emit, logp

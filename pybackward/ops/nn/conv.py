@@ -3,8 +3,10 @@
 All kernels work on NCHW internally (NHWC is transposed at the edges). A
 convolution is an im2col (a read-only strided view of the windows, by stride and
 dilation) followed by one batched matmul over the groups; its input gradient
-is the matching col2im, a scatter-add done once per kernel offset (KH*KW
-vectorised adds, never a loop over pixels). A transposed convolution is the
+is the convolution of the output gradient (spread out by the stride) with the
+flipped filter, again one gather and one matmul (a strided convolution on a
+large map scatter-adds the columns of the output gradient times the filter,
+KH*KW vectorised adds, instead). A transposed convolution is the
 input gradient of the convolution it transposes, and vice versa.
 
 Paddle conventions (checked against Paddle 3.3.1, see testdata/ops/gen_nn.py):
@@ -119,12 +121,23 @@ def _out_size(xp: np.ndarray, kh: int, kw: int, s, d, out_hw=None) -> tuple[int,
     return oh, ow
 
 
+def _view(a: np.ndarray, shape, strides, offset: int = 0) -> np.ndarray:
+    """A strided view of `a`'s memory starting `offset` bytes in, never
+    written. On a C-contiguous array it is made by np.ndarray on the array's
+    buffer (1 us; as_strided's Python costs 7 us a call, a tenth of a small
+    convolution); anything else goes through as_strided."""
+    if a.flags.c_contiguous and a.size:
+        return np.ndarray(shape, a.dtype, a, offset, strides)
+    if offset:
+        raise ValueError("convolution: an offset view of a non-contiguous array")
+    return as_strided(a, shape, strides, writeable=False)
+
+
 def _windows(xp: np.ndarray, kh: int, kw: int, s, d, oh: int, ow: int) -> np.ndarray:
-    """The windows of padded NCHW `xp` as a read-only strided view (N, C, KH, KW, OH, OW)."""
+    """The windows of padded NCHW `xp` as a strided view (N, C, KH, KW, OH, OW), never written."""
     n, ch = xp.shape[:2]
     bn, bc, bh, bw = xp.strides
-    return as_strided(xp, (n, ch, kh, kw, oh, ow), (bn, bc, bh * d[0], bw * d[1], bh * s[0], bw * s[1]),
-                      writeable=False)
+    return _view(xp, (n, ch, kh, kw, oh, ow), (bn, bc, bh * d[0], bw * d[1], bh * s[0], bw * s[1]))
 
 
 def _col2im(c6: np.ndarray, xp_shape, s, d, oh: int, ow: int):
@@ -177,45 +190,82 @@ def conv_forward(x, w, p, s, d, groups, out_hw=None):
     oh, ow = _out_size(xp, kh, kw, s, d, out_hw)
     out_dtype = np.result_type(x, w)
     acc = _acc(out_dtype)
-    cols = np.empty((n, ch, kh, kw, oh, ow), dtype=acc)
-    np.copyto(cols, _windows(xp, kh, kw, s, d, oh, ow), casting="unsafe")
+    if kh == 1 and kw == 1 and s[0] == 1 and s[1] == 1 and xp.shape[2:] == (oh, ow):
+        cols = np.asarray(xp, dtype=acc, order="C")     # the windows are the input itself
+    else:
+        cols = np.empty((n, ch, kh, kw, oh, ow), dtype=acc)
+        np.copyto(cols, _windows(xp, kh, kw, s, d, oh, ow), casting="unsafe")
     wm = w.reshape(groups, m // groups, cg * kh * kw).astype(acc, copy=False)
     y = np.matmul(wm, cols.reshape(n, groups, cg * kh * kw, oh * ow))      # (N, G, M/G, OH*OW)
     return y.reshape(n, m, oh, ow).astype(out_dtype, copy=False)
 
 
+#: Past this many multiply-adds (gathered dy elements x (Cg + 1)) a strided
+#: input gradient scatters instead of spreading dy out: measured on the models'
+#: shapes, the spread-out gather wins below it (e.g. (2, 6, 7, 7) * (6, 6, 3, 3)
+#: stride 2: 46 -> 26 us) and loses above (a 7x7 stride-2 conv on 224x224:
+#: 12.6 -> 41 ms).
+_SPREAD_MAX = 1 << 18
+
+
 def conv_input_grad(dy, w, x_shape, p, s, d, groups):
-    """d conv / d x, cropped to x_shape (NCHW). Stride 1: the convolution
-    of dy, zero-padded, with the flipped filter (a gather and one GEMM, each
-    pixel's grad one sum rounded once); otherwise col2im of dy times the filter."""
+    """d conv / d x, cropped to x_shape (NCHW): the convolution of dy,
+    spread out by the stride (zeros between its rows and columns) and
+    zero-padded, with the flipped filter at stride 1 - a gather and one GEMM,
+    each pixel's grad one float64 sum rounded once. A strided conv on a large
+    map (or with fewer output positions than filter taps) takes col2im of dy
+    times the filter instead: KH*KW scatter-adds of rounded columns, where
+    the spread-out GEMM would do stride**2 times the work."""
     n, ch, h, wd = x_shape
     m, cg, kh, kw = w.shape
     oh, ow = dy.shape[2], dy.shape[3]
     out_dtype = np.result_type(dy, w)
     acc = _acc(out_dtype)
-    if s[0] == 1 and s[1] == 1:
+    mg = m // groups
+    if (s[0] > 1 or s[1] > 1) and (oh * ow < kh * kw or n * m * kh * kw * h * wd * (cg + 1) > _SPREAD_MAX):
+        # Past a stride, on a large map (the zeros would multiply the GEMM by
+        # the stride squared) or with fewer output positions than taps: the
+        # scatter-add of dy's columns times the filter.
+        wt = w.reshape(groups, mg, cg * kh * kw).transpose(0, 2, 1).astype(acc, copy=False)
+        dyg = dy.reshape(n, groups, mg, oh * ow).astype(acc, copy=False)
+        cols = np.matmul(wt, dyg).astype(out_dtype, copy=False)                # (N, G, Cg*KH*KW, OH*OW)
+        xp = _col2im(cols.reshape(n, ch, kh, kw, oh, ow), (n, ch, h + p[0] + p[1], wd + p[2] + p[3]),
+                     s, d, oh, ow)
+        return xp[:, :, p[0]:p[0] + h, p[2]:p[2] + wd]
+    if ow == 1 and kw == wd and d[1] == 1 and p[2] == 0 and p[3] == 0 and s[0] == 1:
+        # A filter as wide as the input (a text CNN's): along W nothing is
+        # convolved, dx[.., y, x] = sum over (m, i) of dy[.., y + p0 - i*d0] w[m, .., i, x] -
+        # the general gather's terms without its zero ones (kw times fewer).
+        eh = _extent(kh, d[0])
+        dyp = np.zeros((n, m, max(oh + 2 * (eh - 1), p[0] + h + eh - 1)), dtype=dy.dtype)
+        dyp[:, :, eh - 1:eh - 1 + oh] = dy[:, :, :, 0]
+        bn, bc, bh = dyp.strides
+        v = _view(dyp, (n, m, kh, h), (bn, bc, bh * d[0], bh), p[0] * bh)
+        cols = np.empty((n, m, kh, h), dtype=acc)
+        np.copyto(cols, v, casting="unsafe")
+        wf = w[:, :, ::-1].reshape(groups, mg, cg, kh, kw).transpose(0, 2, 4, 1, 3)
+        wf = wf.reshape(groups, cg * kw, mg * kh).astype(acc)
+        dx = np.matmul(wf, cols.reshape(n, groups, mg * kh, h))              # (N, G, Cg*KW, H)
+        dx = dx.reshape(n, ch, kw, h).transpose(0, 1, 3, 2)
+        return dx.astype(out_dtype, order="C")
+    if kh == 1 and kw == 1 and s[0] == 1 and s[1] == 1 and not any(p) and (oh, ow) == (h, wd):
+        cols = np.asarray(dy, dtype=acc, order="C")      # the gather below would copy dy as it is
+    else:
         eh, ew = _extent(kh, d[0]), _extent(kw, d[1])
-        # dx[y] = sum_i dy[y + p0 - i*d0] w[i]: dy padded by eh - 1 in front,
-        # read at y + p0 + i'*d0 for the flipped tap i' = kh - 1 - i.
-        dyp = np.zeros((n, m, max(oh + 2 * (eh - 1), p[0] + h + eh - 1),
-                        max(ow + 2 * (ew - 1), p[2] + wd + ew - 1)), dtype=dy.dtype)
-        dyp[:, :, eh - 1:eh - 1 + oh, ew - 1:ew - 1 + ow] = dy
+        # dx[y] = sum_i dyz[y + p0 - i*d0] w[i], dyz = dy with row o at o*s0: dyz padded by
+        # eh - 1 in front, read at y + p0 + i'*d0 for the flipped tap i' = kh - 1 - i.
+        sh, sw = (oh - 1) * s[0] + 1, (ow - 1) * s[1] + 1
+        dyp = np.zeros((n, m, max(sh + 2 * (eh - 1), p[0] + h + eh - 1),
+                        max(sw + 2 * (ew - 1), p[2] + wd + ew - 1)), dtype=dy.dtype)
+        dyp[:, :, eh - 1:eh - 1 + sh:s[0], ew - 1:ew - 1 + sw:s[1]] = dy
         bn, bc, bh, bw = dyp.strides
-        v = as_strided(dyp[:, :, p[0]:, p[2]:], (n, m, kh, kw, h, wd), (bn, bc, bh * d[0], bw * d[1], bh, bw),
-                       writeable=False)
+        v = _view(dyp, (n, m, kh, kw, h, wd), (bn, bc, bh * d[0], bw * d[1], bh, bw), p[0] * bh + p[2] * bw)
         cols = np.empty((n, m, kh, kw, h, wd), dtype=acc)
         np.copyto(cols, v, casting="unsafe")
-        mg = m // groups
-        wf = w[:, :, ::-1, ::-1].reshape(groups, mg, cg, kh, kw).transpose(0, 2, 1, 3, 4)
-        wf = wf.reshape(groups, cg, mg * kh * kw).astype(acc)
-        dx = np.matmul(wf, cols.reshape(n, groups, mg * kh * kw, h * wd))    # (N, G, Cg, H*W)
-        return dx.reshape(n, ch, h, wd).astype(out_dtype, copy=False)
-    wt = w.reshape(groups, m // groups, cg * kh * kw).transpose(0, 2, 1).astype(acc, copy=False)
-    dyg = dy.reshape(n, groups, m // groups, oh * ow).astype(acc, copy=False)
-    cols = np.matmul(wt, dyg).astype(out_dtype, copy=False)                # (N, G, Cg*KH*KW, OH*OW)
-    xp = _col2im(cols.reshape(n, ch, kh, kw, oh, ow), (n, ch, h + p[0] + p[1], wd + p[2] + p[3]),
-                 s, d, oh, ow)
-    return xp[:, :, p[0]:p[0] + h, p[2]:p[2] + wd]
+    wf = w[:, :, ::-1, ::-1].reshape(groups, mg, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+    wf = wf.reshape(groups, cg, mg * kh * kw).astype(acc)
+    dx = np.matmul(wf, cols.reshape(n, groups, mg * kh * kw, h * wd))    # (N, G, Cg, H*W)
+    return dx.reshape(n, ch, h, wd).astype(out_dtype, copy=False)
 
 
 def conv_filter_grad(x, dy, w_shape, p, s, d, groups):
@@ -241,14 +291,42 @@ def conv_filter_grad(x, dy, w_shape, p, s, d, groups):
 # --------------------------------------------------------------------------
 # conv2d / depthwise_conv2d
 # --------------------------------------------------------------------------
+#: (attrs as hashable values, input H W, filter H W) -> (paddings, strides, dilations, groups)
+_GEOMETRY: dict[tuple, tuple] = {}
+
+
+def _hashable(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
 def _conv_geometry(c: Call, x_nchw, w):
+    """(4 paddings, strides, dilations, groups) as tuples, worked out once per
+    attr values and shapes: the parsing costs more than a small convolution's GEMM."""
+    a = c.attrs
+    key = (_hashable(a.get("strides")), _hashable(a.get("dilations")), _hashable(a.get("paddings")),
+           a.get("padding_algorithm"), a.get("groups"), x_nchw.shape[2:], w.shape[2:])
+    try:
+        return _GEOMETRY[key]
+    except (KeyError, TypeError):       # TypeError: an attr value that does not hash
+        pass
+    g = _parse_geometry(c, x_nchw, w)
+    try:
+        if len(_GEOMETRY) > 4096:
+            _GEOMETRY.clear()
+        _GEOMETRY[key] = g
+    except TypeError:
+        pass
+    return g
+
+
+def _parse_geometry(c: Call, x_nchw, w):
     s = _pair(c, "strides", [1, 1])
     d = _pair(c, "dilations", [1, 1])
     if min(s) < 1 or min(d) < 1:
         raise c.unsupported("strides/dilations", (s, d), "must be positive")
     p, d = update_padding(c, x_nchw.shape[2:], w.shape[2:], s, d)
     groups = int(c.attr("groups", 1))
-    return p, s, d, groups
+    return tuple(p), tuple(s), tuple(d), groups
 
 
 def _check_conv_attrs(c: Call) -> None:

@@ -53,8 +53,14 @@ from ..registry import Call, Sample, register
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
+def _sigmoid(x: np.ndarray, half=0.5, one=1.0) -> np.ndarray:
+    """0.5 * (tanh(0.5 * x) + 1), on a temporary (half / one: the scalars as
+    x's dtype, which NumPy takes faster than Python floats; the same values)."""
+    t = np.multiply(x, half)
+    np.tanh(t, out=t)
+    t += one
+    t *= half
+    return t
 
 
 class _Spec:
@@ -126,51 +132,88 @@ def _act(mode: str, a: np.ndarray) -> np.ndarray:
     return np.maximum(a, 0) if mode == "RNN_RELU" else np.tanh(a)
 
 
-def _run_direction(s: _Spec, xin: np.ndarray, wts, h: np.ndarray, c: np.ndarray | None, reverse: bool):
-    """One layer, one direction, forward. Returns (out [T,B,H], h_last, c_last, tape)."""
-    w_ih, w_hh, b_ih, b_hh = wts
-    H, T = s.H, s.T
-    pre = xin @ w_ih.T + b_ih                         # [T, B, G*H]
-    if s.mode == "GRU":
-        pre[..., :2 * H] += b_hh[:2 * H]
-    else:
-        pre += b_hh
-    out = np.zeros(xin.shape[:2] + (H,), dtype=xin.dtype)
+def _stacked(s: _Spec, layer: int):
+    """A layer's weights with the directions stacked on a leading axis:
+    W_hh [D, G*H, H], b_hh [D, G*H] (the input side is projected per direction)."""
+    ws = s.w[layer]
+    return np.stack([w[1] for w in ws]), np.stack([w[3] for w in ws])
+
+
+def _masks(s: _Spec):
+    """(mask, 1 - mask) per step and direction, [T, D, B, H] (direction d's
+    step k is time k, or T-1-k backwards), or (None, None). Full-shape, so
+    each step's products need no broadcasting (a broadcast multiply of these
+    tiny arrays costs several times a plain one)."""
+    if s.mask is None:
+        return None, None
+    m = s.mask[:, None]                                   # [T, 1, B, 1]
+    if s.dirs == 2:
+        m = np.concatenate([m, m[::-1]], axis=1)
+    m = np.ascontiguousarray(np.broadcast_to(m, (s.T, s.dirs, s.B, s.H)))
+    return m, 1 - m
+
+
+def _run_layer(s: _Spec, layer: int, xin: np.ndarray, h: np.ndarray, c: np.ndarray | None):
+    """One layer, every direction at once, forward: direction d runs its step
+    k at time k (forward) or T-1-k (backward), the directions stacked on an
+    axis, so each time step is one set of NumPy calls for all of them (the
+    same arithmetic, element by element, as one direction at a time).
+    h, c: [D, B, H]. Returns (layer output [T, B, D*H], h_last, c_last, tape)."""
+    H, T, D = s.H, s.T, s.dirs
+    w_hh, b_hh = _stacked(s, layer)
+    pre = np.empty((T, D) + xin.shape[1:2] + (s.gates * H,), dtype=xin.dtype)   # step-major
+    for d, (w_ih, _, b_ih, b_hh_d) in enumerate(s.w[layer]):
+        p = xin @ w_ih.T + b_ih                         # [T, B, G*H]
+        if s.mode == "GRU":
+            p[..., :2 * H] += b_hh_d[:2 * H]
+        else:
+            p += b_hh_d
+        pre[:, d] = p if d == 0 else p[::-1]
+    masks, keeps = _masks(s)
+    out = np.zeros((T, D) + xin.shape[1:2] + (H,), dtype=xin.dtype)
+    one, half = xin.dtype.type(1), xin.dtype.type(0.5)
     tape = []
-    steps = range(T - 1, -1, -1) if reverse else range(T)
-    for t in steps:
+    if s.mode == "GRU":
+        w_rz_t, w_c_t = w_hh[:, :2 * H].transpose(0, 2, 1), w_hh[:, 2 * H:].transpose(0, 2, 1)
+        b_c = b_hh[:, None, 2 * H:]
+    else:
+        w_t = w_hh.transpose(0, 2, 1)
+    for k in range(T):
         hp, cp = h, c
+        pk = pre[k]
         if s.mode == "LSTM":
-            g = pre[t] + hp @ w_hh.T
-            i, f = _sigmoid(g[:, :H]), _sigmoid(g[:, H:2 * H])
-            gg, o = np.tanh(g[:, 2 * H:3 * H]), _sigmoid(g[:, 3 * H:])
+            g = pk + hp @ w_t
+            sg = _sigmoid(g, half, one)
+            i, f, o = sg[..., :H], sg[..., H:2 * H], sg[..., 3 * H:]
+            gg = np.tanh(g[..., 2 * H:3 * H])
             cn = f * cp + i * gg
             tc = np.tanh(cn)
             hn = o * tc
             rec = (i, f, gg, o, tc)
         elif s.mode == "GRU":
-            rz = _sigmoid(pre[t][:, :2 * H] + hp @ w_hh[:2 * H].T)
-            r, z = rz[:, :H], rz[:, H:]
-            hc = hp @ w_hh[2 * H:].T + b_hh[2 * H:]
-            n = np.tanh(pre[t][:, 2 * H:] + r * hc)
-            hn = z * hp + (1 - z) * n
+            rz = _sigmoid(pk[..., :2 * H] + hp @ w_rz_t, half, one)
+            r, z = rz[..., :H], rz[..., H:]
+            hc = hp @ w_c_t + b_c
+            n = np.tanh(pk[..., 2 * H:] + r * hc)
+            hn = z * hp + (one - z) * n
             cn = None
             rec = (r, z, hc, n)
         else:
-            hn = _act(s.mode, pre[t] + hp @ w_hh.T)
+            hn = _act(s.mode, pk + hp @ w_t)
             cn = None
             rec = (hn,)
-        if s.mask is not None:
-            m = s.mask[t]
-            out[t] = hn * m
-            h = hn * m + hp * (1 - m)
+        if masks is not None:
+            m, keep = masks[k], keeps[k]
+            hm = np.multiply(hn, m, out=out[k])
+            h = hm + hp * keep
             if cn is not None:
-                c = cn * m + cp * (1 - m)
+                c = cn * m + cp * keep
         else:
-            out[t] = hn
+            out[k] = hn
             h, c = hn, cn
-        tape.append((t, hp, cp, rec))
-    return out, h, c, tape
+        tape.append((k, hp, cp, rec))
+    y = out[:, 0] if D == 1 else np.concatenate([out[:, 0], out[::-1, 1]], axis=-1)
+    return np.ascontiguousarray(y), h, c, tape
 
 
 def _forward(s: _Spec, keep_tape: bool = False):
@@ -181,19 +224,15 @@ def _forward(s: _Spec, keep_tape: bool = False):
     xin = s.x
     tapes, inputs = [], []
     for layer in range(s.layers):
-        outs, layer_tapes = [], []
-        for d in range(s.dirs):
-            k = layer * s.dirs + d
-            out, h, c, tape = _run_direction(s, xin, s.w[layer][d], s.h0[k],
-                                             None if s.c0 is None else s.c0[k], reverse=d == 1)
-            outs.append(out)
-            h_last[k] = h
-            if c_last is not None:
-                c_last[k] = c
-            layer_tapes.append(tape if keep_tape else None)
+        k0 = layer * s.dirs
+        y, h, c, tape = _run_layer(s, layer, xin, s.h0[k0:k0 + s.dirs],
+                                   None if s.c0 is None else s.c0[k0:k0 + s.dirs])
+        h_last[k0:k0 + s.dirs] = h
+        if c_last is not None:
+            c_last[k0:k0 + s.dirs] = c
         inputs.append(xin)
-        tapes.append(layer_tapes)
-        xin = outs[0] if s.dirs == 1 else np.concatenate(outs, axis=-1)
+        tapes.append(tape if keep_tape else None)
+        xin = y
     return xin, h_last, c_last, tapes, inputs
 
 
@@ -233,62 +272,78 @@ def _rnn(c: Call):
 # --------------------------------------------------------------------------
 # rnn_grad: backpropagation through time
 # --------------------------------------------------------------------------
-def _back_direction(s: _Spec, xin, wts, tape, dout, dh, dc):
-    """Backprop one layer-direction. dout [T,B,H]; dh, dc: grads of its last
-    state. Returns (dxin, (dW_ih, dW_hh, db_ih, db_hh), dh0, dc0)."""
-    w_ih, w_hh, b_ih, b_hh = wts
-    H = s.H
-    dpre = np.zeros(xin.shape[:2] + (s.gates * H,), dtype=xin.dtype)
+def _back_layer(s: _Spec, layer: int, xin, tape, dout, dh, dc):
+    """Backprop one layer, its directions stacked as in _run_layer. dout
+    [T, B, D*H]; dh, dc: grads of its last states [D, B, H]. Returns (dxin,
+    [(dW_ih, dW_hh, db_ih, db_hh) per direction], dh0, dc0)."""
+    H, T, D = s.H, s.T, s.dirs
+    w_hh, _ = _stacked(s, layer)
+    douts = np.empty((T, D) + dout.shape[1:2] + (H,), dtype=dout.dtype)     # step-major
+    douts[:, 0] = dout[..., :H]
+    if D == 2:
+        douts[:, 1] = dout[::-1, :, H:2 * H]
+    masks, keeps = _masks(s)
+    dpre = np.zeros((T, D) + xin.shape[1:2] + (s.gates * H,), dtype=xin.dtype)
     dw_hh = np.zeros_like(w_hh)
-    db_hh_c = np.zeros(H, dtype=xin.dtype) if s.mode == "GRU" else None
-    for t, hp, cp, rec in reversed(tape):
-        if s.mask is not None:
-            m = s.mask[t]
-            dhn = (dout[t] + dh) * m
-            dh_carry = dh * (1 - m)
+    db_hh_c = np.zeros((D, H), dtype=xin.dtype) if s.mode == "GRU" else None
+    w_rz, w_c = w_hh[:, :2 * H], w_hh[:, 2 * H:]
+    one = xin.dtype.type(1)
+    for k, hp, cp, rec in reversed(tape):
+        if masks is not None:
+            m, keep = masks[k], keeps[k]
+            dhn = douts[k] + dh
+            dhn *= m
+            dh_carry = dh * keep
             dcn = dc * m if dc is not None else None
-            dc_carry = dc * (1 - m) if dc is not None else None
+            dc_carry = dc * keep if dc is not None else None
         else:
-            dhn = dout[t] + dh
+            dhn = douts[k] + dh
             dh_carry = 0.0
             dcn, dc_carry = dc, 0.0
         if s.mode == "LSTM":
             i, f, gg, o, tc = rec
             do = dhn * tc
-            dct = dcn + dhn * o * (1 - tc * tc)
-            dg = np.concatenate([dct * gg * i * (1 - i), dct * cp * f * (1 - f),
-                                 dct * i * (1 - gg * gg), do * o * (1 - o)], axis=1)
-            dpre[t] = dg
-            dw_hh += dg.T @ hp
+            dct = dcn + dhn * o * (one - tc * tc)
+            dg = dpre[k]
+            np.multiply(dct * gg * i, one - i, out=dg[..., :H])
+            np.multiply(dct * cp * f, one - f, out=dg[..., H:2 * H])
+            np.multiply(dct * i, one - gg * gg, out=dg[..., 2 * H:3 * H])
+            np.multiply(do * o, one - o, out=dg[..., 3 * H:])
+            dw_hh += dg.transpose(0, 2, 1) @ hp
             dh = dh_carry + dg @ w_hh
             dc = dc_carry + dct * f
         elif s.mode == "GRU":
             r, z, hc, n = rec
-            dn = dhn * (1 - z)
-            da = dn * (1 - n * n)
+            dn = dhn * (one - z)
+            da = np.multiply(dn, one - n * n, out=dpre[k, ..., 2 * H:])
             dhc = da * r
-            drz = np.concatenate([da * hc * r * (1 - r), dhn * (hp - n) * z * (1 - z)], axis=1)
-            dpre[t, :, :2 * H] = drz
-            dpre[t, :, 2 * H:] = da
-            dw_hh[:2 * H] += drz.T @ hp
-            dw_hh[2 * H:] += dhc.T @ hp
-            db_hh_c += dhc.sum(axis=0)
-            dh = dh_carry + dhn * z + drz @ w_hh[:2 * H] + dhc @ w_hh[2 * H:]
+            drz = dpre[k, ..., :2 * H]
+            np.multiply(da * hc * r, one - r, out=drz[..., :H])
+            np.multiply(dhn * (hp - n) * z, one - z, out=drz[..., H:])
+            dw_hh[:, :2 * H] += drz.transpose(0, 2, 1) @ hp
+            dw_hh[:, 2 * H:] += dhc.transpose(0, 2, 1) @ hp
+            db_hh_c += dhc.sum(axis=1)
+            dh = dh_carry + dhn * z + drz @ w_rz + dhc @ w_c
         else:
             (hn,) = rec
-            dg = dhn * ((hn > 0).astype(hn.dtype) if s.mode == "RNN_RELU" else (1 - hn * hn))
-            dpre[t] = dg
-            dw_hh += dg.T @ hp
+            dg = np.multiply(dhn, (hn > 0).astype(hn.dtype) if s.mode == "RNN_RELU" else (one - hn * hn),
+                             out=dpre[k])
+            dw_hh += dg.transpose(0, 2, 1) @ hp
             dh = dh_carry + dg @ w_hh
-    flat_dpre = dpre.reshape(-1, dpre.shape[-1])
-    dw_ih = flat_dpre.T @ xin.reshape(-1, xin.shape[-1])
-    db_ih = flat_dpre.sum(axis=0)
-    if s.mode == "GRU":
-        db_hh = np.concatenate([db_ih[:2 * H], db_hh_c])
-    else:
-        db_hh = db_ih.copy()
-    dxin = dpre @ w_ih
-    return dxin, (dw_ih, dw_hh, db_ih, db_hh), dh, dc
+    dxin = np.zeros_like(xin)
+    grads = []
+    for d, (w_ih, _, _, _) in enumerate(s.w[layer]):
+        dp = np.ascontiguousarray(dpre[:, d] if d == 0 else dpre[::-1, d])      # [T, B, G*H], time order
+        flat_dpre = dp.reshape(-1, dp.shape[-1])
+        dw_ih = flat_dpre.T @ xin.reshape(-1, xin.shape[-1])
+        db_ih = flat_dpre.sum(axis=0)
+        if s.mode == "GRU":
+            db_hh = np.concatenate([db_ih[:2 * H], db_hh_c[d]])
+        else:
+            db_hh = db_ih.copy()
+        dxin += dp @ w_ih
+        grads.append((dw_ih, dw_hh[d], db_ih, db_hh))
+    return dxin, grads, dh, dc
 
 
 def _rnn_grad(c: Call):
@@ -314,17 +369,15 @@ def _rnn_grad(c: Call):
     n_w = 4 * rows
     dweights: list = [None] * n_w
     for layer in range(s.layers - 1, -1, -1):
-        xin = inputs[layer]
-        dxin = np.zeros_like(xin)
-        for d in range(s.dirs):
-            k = layer * s.dirs + d
-            dcl = dc_last[k] if s.mode == "LSTM" else None
-            dx, dws, dh, dc = _back_direction(s, xin, s.w[layer][d], tapes[layer][d],
-                                              dout[..., d * s.H:(d + 1) * s.H], dh_last[k], dcl)
-            dxin += dx
-            dh0[k] = dh
-            if dc0 is not None:
-                dc0[k] = dc
+        k0 = layer * s.dirs
+        dxin, grads, dh, dc = _back_layer(s, layer, inputs[layer], tapes[layer], dout,
+                                          dh_last[k0:k0 + s.dirs],
+                                          dc_last[k0:k0 + s.dirs] if s.mode == "LSTM" else None)
+        dh0[k0:k0 + s.dirs] = dh
+        if dc0 is not None:
+            dc0[k0:k0 + s.dirs] = dc
+        for d, dws in enumerate(grads):
+            k = k0 + d
             dweights[2 * k], dweights[2 * k + 1] = dws[0], dws[1]
             dweights[n_w // 2 + 2 * k], dweights[n_w // 2 + 2 * k + 1] = dws[2], dws[3]
         dout = dxin
