@@ -63,8 +63,6 @@ def _program_commands(tmp: Path) -> dict[str, list[str]]:
 
 #: Commands that still import NumPy, each with why; strict: the day one is fixed, its entry must go.
 KNOWN_GAPS = {
-    "show --summary": "views/summary.py names dtypes with str(dtypes.to_numpy(t)), which imports NumPy; "
-                      "dtypes.numpy_name(t) says it without (views/ is another engineer's file)",
     "dot": "views/graph.py folds repeated op runs with NumPy arrays (repeated_runs) on every drawing",
 }
 

@@ -156,32 +156,25 @@ def _check_ops(b: pb.BlockDesc, n: int, own: set[str], scope: "_Scopes | None",
                 hits += 1
                 if repeated:
                     found.repeated_attrs.append((idx, i))
-                ins = _slot_records(op.inputs, own, own_has_all, scope, idx)
-                outs = None if ins is None else _slot_records(op.outputs, own, own_has_all, scope, idx)
-                if outs is not None:
-                    records.append((ins, outs))
-                    continue
-                _check_op(op, idx, i, n, scope, source)
-                records.append(None)
-                continue
-            attrs = op.attrs
-            names = set()
-            add = names.add
-            for a in attrs:
-                name = a.name
-                if sound_type(name) != a.type and not _attr_sound(a, idx, n, sound, block_named):
-                    ok = False
-                    break
-                add(name)
             else:
-                twice = len(names) != len(attrs)
-                if twice:
-                    found.repeated_attrs.append((idx, i))
-                if block_named:
-                    found.block_attrs.append((idx, i, tuple(block_named)))
-                elif sound_tails is not None:
-                    sound_tails[tail] = twice
-            block_named.clear()
+                attrs = op.attrs
+                names = set()
+                add = names.add
+                for a in attrs:
+                    name = a.name
+                    if sound_type(name) != a.type and not _attr_sound(a, idx, n, sound, block_named):
+                        ok = False
+                        break
+                    add(name)
+                else:
+                    twice = len(names) != len(attrs)
+                    if twice:
+                        found.repeated_attrs.append((idx, i))
+                    if block_named:
+                        found.block_attrs.append((idx, i, tuple(block_named)))
+                    elif sound_tails is not None:
+                        sound_tails[tail] = twice
+                block_named.clear()
         if ok:
             ins = _slot_records(op.inputs, own, own_has_all, scope, idx)
             outs = None if ins is None else _slot_records(op.outputs, own, own_has_all, scope, idx)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..base import dtypes
-from ..base.errors import ArgumentTypeError
+from ..base.errors import ArgumentTypeError, UnsupportedDtypeError
 from ..legacy.program import OP_ROLE_LOSS, Program, Variable
 from ..legacy.text import is_backward, is_forward, op_role
 from ..base.listing import human_bytes, name_rows
@@ -122,8 +122,8 @@ def _info(v: Variable, op: str | None = None) -> VarInfo:
     name = dtypes.type_name(dt if dt is not None else v.type).lower()
     if dt is not None:
         try:
-            name = str(dtypes.to_numpy(dt))
-        except KeyError:
+            name = dtypes.numpy_name(dt)     # (without importing NumPy: `show` never needs it)
+        except UnsupportedDtypeError:
             pass
     return VarInfo(v.name, list(v.shape), name, op)
 
@@ -142,9 +142,10 @@ def _itemsize(v: Variable) -> int:
     if dt is None:
         return 0
     try:
-        return dtypes.to_numpy(dt).itemsize
-    except KeyError:
+        name = dtypes.numpy_name(dt)
+    except UnsupportedDtypeError:
         return _ODD_SIZES.get(dt, 0)
+    return 1 if name == "bool" else int(name.lstrip("abcdefghijklmnopqrstuvwxyz")) // 8
 
 
 def _is_scalar_float(v: Variable) -> bool:
