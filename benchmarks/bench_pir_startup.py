@@ -58,16 +58,8 @@ with os.fdopen(fd, "wb") as f:
 os.replace(tmp, dst)
 """
 
-#: Runs argv as its only child; reports the child's wall and CPU time.
-WRAP = r"""
-import json, resource, subprocess, sys, time
-t = time.perf_counter()
-p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-wall = time.perf_counter() - t
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"rc": p.returncode, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime,
-                  "rss": ru.ru_maxrss, "err": p.stderr.decode()[-500:]}))
-"""
+#: Runs argv as its only child; reports the child's wall and CPU time (and peak RSS).
+from bench_startup import WRAP  # noqa: E402  (the script's own folder is on sys.path)
 
 DEFAULT_PADDLE = ROOT / ".paddle-venv" / "bin" / "python"
 

@@ -63,7 +63,7 @@ p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PI
 wall = time.perf_counter() - t
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"rc": p.returncode, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime,
-                  "err": p.stderr.decode()[-500:]}))
+                  "rss": ru.ru_maxrss, "err": p.stderr.decode()[-500:]}))
 """
 
 
