@@ -31,6 +31,10 @@ computations have rules of their own (the `_SPECIAL` table):
 * `pd_op.data` / `builtin.parameter` -> vars (persistable parameters); with a
   `pd_op.fetch`, `feed` and `fetch` ops as Paddle's legacy inference files
   have them.
+* `pd_op.tensor_to_array` -> `tensor_array_to_tensor_grad`; `pd_op.create_array_like`
+  -> a `while` writing `fill_any_like` of each item (no legacy op fills an array);
+  `pd_op.rnn`'s computed dropout state -> the var legacy `rnn` writes as its
+  `DropoutState` output (it has no such input; `STATE_OUT_ONLY`).
 
 An op with no legacy counterpart (`pd_op.pylayer`, an op the map lacks) is
 refused before anything is built: `NoLegacyCounterpartError`, one line naming
@@ -88,6 +92,11 @@ LAYER_NAMES = {"reduce_mean": "mean", "reduce_sum": "sum", "transpose2": "transp
 #: (`[0, *X.dims]`, X's dtype), found again for the grad op by its forward input.
 XSHAPE = "XShape"
 
+#: Legacy ops with a state PIR passes as an operand (and returns as a result) that the legacy op
+#: only writes, through an output slot: legacy type -> (PIR operand, PIR result). Paddle's
+#: legacy `rnn` has no `DropoutState` input, only the output its grad op reads back.
+STATE_OUT_ONLY = {"rnn": ("dropout_state_in", "dropout_state_out")}
+
 #: Legacy attrs PIR drops because the operand's type carries them: legacy type -> (attr, operand index).
 DTYPE_OF_OPERAND = {"cast": ("in_dtype", 0)}
 
@@ -124,6 +133,8 @@ _SPECIAL: dict[str, str] = {
     "pd_op.assign_value_": "_assign_value",
     "pd_op.assign_out_": "_assign_out",
     "pd_op.select_input": "_select_input",
+    "pd_op.tensor_to_array": "_tensor_to_array",
+    "pd_op.create_array_like": "_create_array_like",
 }
 
 #: Legacy assign_value's attr for each dtype: (attr, AttrType, Python type).
@@ -248,6 +259,25 @@ def _const(v: Value | None) -> Any:
     return None
 
 
+def _popped_const(v: Value) -> Any:
+    """The constant a `cf.tuple_pop` result always is: every `cf.tuple_push` into its stack
+    pushes the same `full` / `full_int_array` value at that position (a control-flow
+    backward pops the forward's constants back), else None."""
+    op = v.defining_op
+    if op is None or op.name != "cf.tuple_pop" or not op.operands or op.operands[0] is None:
+        return None
+    create = op.operands[0].defining_op
+    if create is None or create.name != "cf.stack_create" or len(create.results) < 3:
+        return None
+    k = op.results.index(v) + 1
+    pushed = [u.operands[k] for u, _ in create.results[1].uses
+              if u.name == "cf.tuple_push" and k < len(u.operands)]
+    values = [_const(x) for x in pushed]
+    if not values or any(c is None for c in values) or any(c != values[0] for c in values):
+        return None
+    return values[0]
+
+
 class _Converter:
     def __init__(self, program: Program) -> None:
         self.src = program
@@ -270,6 +300,10 @@ class _Converter:
         self.yield_targets: list[list[str | None]] = []
         #: Values a pd_op.fetch / builtin.shadow_output names: their var takes that name.
         self.preferred: dict[Value, str] = {}
+        #: State vars a STATE_OUT_ONLY op already writes in place (a second writer gets its own var).
+        self.states_written: set[str] = set()
+        #: Arrays a tensor_array_to_tensor_grad already reads as X (its kernel's scope vars are named after X).
+        self.array_grads_of: set[str] = set()
 
     # ------------------------------------------------------------- names
     def unique(self, key: str) -> str:
@@ -448,9 +482,13 @@ class _Converter:
                 attrs[attr] = t[2]
         inputs: dict[str, list[str]] = {}
         written = {a for a, _ in r.inplace}
+        state: str | None = None            # rnn's computed dropout state (STATE_OUT_ONLY)
         for i, v in enumerate(op.operands):
             if v is None:
                 continue
+            if legacy in STATE_OUT_ONLY and i < len(m.operands) and m.operands[i].name == STATE_OUT_ONLY[legacy][0]:
+                state = None if _const(v) is not None else self.materialize(v, op, lb)
+                continue                    # no legacy input slot: a computed state is the output var
             if i in written and (i >= len(m.operands) or m.operands[i].slot is None):
                 continue                    # the var the op writes in place (array_write_'s array)
             if i >= len(m.operands):
@@ -459,6 +497,10 @@ class _Converter:
             if om.is_mutable_attr:
                 c = _const(v)
                 if c is not None:
+                    attrs[om.attr] = _as_attr(c, om.const_op == "pd_op.full_int_array")  # type: ignore[index]
+                    continue
+                c = None if om.tensor_slots else _popped_const(v)
+                if c is not None:           # a constant the forward pushed, popped in the backward
                     attrs[om.attr] = _as_attr(c, om.const_op == "pd_op.full_int_array")  # type: ignore[index]
                     continue
                 if not om.tensor_slots:
@@ -477,11 +519,30 @@ class _Converter:
             inputs.setdefault(om.slot, []).extend(self.args(v, op, lb))
         if legacy == "transpose2_grad" and XSHAPE not in inputs:
             inputs[XSHAPE] = [self.transpose_xshape(op, attrs, inputs, lb)]
+        if legacy == "batch_norm_grad" and (attrs.get("is_test") or attrs.get("use_global_stats")):
+            # Paddle's legacy grad maker reads the running statistics as Mean / Variance too
+            # (the MeanOut / VarianceOut vars): its kernel dereferences them with global
+            # statistics, and the legacy Executor crashes (SIGSEGV) without them
+            for slot in ("Mean", "Variance"):
+                if slot not in inputs and f"{slot}Out" in inputs:
+                    inputs[slot] = list(inputs[f"{slot}Out"])
+        if legacy == "range" and op.results and isinstance(op.results[0].type, DenseTensorType):
+            # legacy range computes in Start's dtype, PIR's arange in its `dtype` (from float64
+            # fulls): cast Start / End / Step to it, as legacy paddle.arange does
+            want = op.results[0].type.dtype
+            for k, slot in enumerate(("Start", "End", "Step")):
+                v = op.operands[k] if k < len(op.operands) else None
+                if v is not None and isinstance(v.type, DenseTensorType) and v.type.dtype != want and slot in inputs:
+                    cast = self._tmp(lb, "cast", dense(want, tuple(v.type.dims)), True)
+                    self.emit(lb, "cast", {"X": inputs[slot]}, {"Out": [cast]},
+                              {"in_dtype": dtypes.from_any(v.type.dtype), "out_dtype": dtypes.from_any(want)}, role)
+                    inputs[slot] = [cast]
         outputs: dict[str, list[str]] = {}
         layer = LAYER_NAMES.get(legacy, legacy)
         key: str | None = None
         j = 0
         inplace = dict((b, a) for a, b in r.inplace)
+        forced = self.state_outputs(op, m, legacy, state)
         for k, res in enumerate(op.results):
             if k >= len(m.results) or m.results[k].slot is None:
                 if res.uses:
@@ -492,16 +553,22 @@ class _Converter:
             if res.is_null:
                 continue
             if isinstance(res.type, VectorType):
-                if key is None:
+                grads = self.grad_vector_names(op, m, slot, res) if is_grad else None
+                if key is None and grads is None:
                     key = self.unique(layer)
                 names = []
-                for t in res.type.items:
+                for n, t in enumerate(res.type.items):
+                    if grads is not None:
+                        names.append(self.declare(lb, self.claim(grads[n]), t, res.stop_gradient))
+                        continue
                     names.append(self.declare(lb, self.claim(f"{key}.tmp_{j}"), t, res.stop_gradient))
                     j += 1
                 self.vectors[res] = names
                 outputs[slot] = names                               # type: ignore[index]
                 continue
-            if k in inplace and op.operands[inplace[k]] is not None:
+            if forced.get(k) is not None:
+                name = forced[k]                                    # type: ignore[assignment]
+            elif k in inplace and op.operands[inplace[k]] is not None and k not in forced:
                 name = self.name(op.operands[inplace[k]], op)       # type: ignore[arg-type]
             elif res in self.preferred:
                 name = self.preferred[res]
@@ -580,6 +647,34 @@ class _Converter:
             return self.claim(target + GRAD + "@RENAME@block0")
         return self.claim(target + GRAD)
 
+    def grad_vector_names(self, op: Operation, m: opmap.OpMap, slot: str | None, res: Value) -> list[str] | None:
+        """`X@GRAD` per item of a vector result in slot `X@GRAD` (`rnn_grad`'s
+        `WeightList@GRAD`, `concat_grad`'s `X@GRAD`), X the vars the grad op reads as
+        slot X, as Paddle's legacy pass names them (`@RENAME@` for an item an add_n
+        sums); None when X is not a vector of as many distinct named vars."""
+        if not slot or not slot.endswith(GRAD) or not isinstance(res.type, VectorType):
+            return None
+        want = slot[: -len(GRAD)]
+        for i, om in enumerate(m.operands):
+            v = op.operands[i] if i < len(op.operands) else None
+            if v is None or om.slot != want or not isinstance(v.type, VectorType):
+                continue
+            d = v.defining_op
+            if d is not None and d.name == "builtin.combine":
+                fwd = [self.names.get(x) if x is not None else None for x in d.operands]
+            else:
+                fwd = list(self.vectors.get(v, []))
+            n = len(res.type.items)
+            if len(fwd) != n or not all(fwd) or len(set(fwd)) != n:
+                return None
+            parts: list[Value | None] = [None] * n
+            for u, _ in res.uses:
+                if u.name == "builtin.split":
+                    parts = list(u.results[:n]) + [None] * (n - len(u.results))
+            return [f + GRAD + ("@RENAME@block0" if p is not None and self.is_partial(p) else "")
+                    for f, p in zip(fwd, parts)]                                # type: ignore[operator]
+        return None
+
     def grad_seed_name(self, res: Value) -> str | None:
         """A forward-looking name for a value a grad op reads as `S@GRAD` (the loss seed)."""
         t = self.consumer_target(res)
@@ -617,6 +712,23 @@ class _Converter:
                 if hit and len(hit) == 1:
                     return hit[0]
         return None
+
+    def state_outputs(self, op: Operation, m: opmap.OpMap, legacy: str, state: str | None) -> dict[int, str | None]:
+        """For a legacy op in STATE_OUT_ONLY (`rnn`): result index of the state output ->
+        the var it writes. A computed state (the RNN layer's dropout state, a
+        `builtin.parameter`) is written in place, as Paddle's legacy `nn.GRU` / `nn.LSTM`
+        write `DropoutState`: the grad op reads it back. A constant one (`full`: Paddle's
+        translator's stand-in) or one already written by another op gets a var of its
+        own (None)."""
+        if legacy not in STATE_OUT_ONLY:
+            return {}
+        out = STATE_OUT_ONLY[legacy][1]
+        ks = [k for k, rm in enumerate(m.results) if rm.name == out and k < len(op.results)]
+        if state is not None and state in self.states_written:
+            state = None
+        if state is not None:
+            self.states_written.add(state)
+        return {k: state for k in ks}
 
     @staticmethod
     def is_partial(res: Value) -> bool:
@@ -759,8 +871,14 @@ class _Converter:
         res = op.results[0]
         name = op.attr("parameter_name")
         persistable = op.result_flag("persistable", 0)
-        self.declare(lb, name, res.type, res.stop_gradient, persistable=True if persistable is None else persistable,
-                     is_parameter=bool(op.attr("is_parameter", True)))
+        if res.uses and all(_is_state_operand(u, i) for u, i in res.uses):
+            # the RNN layer's dropout state: Paddle's PIR builder makes it a parameter, its legacy
+            # builder a plain uint8 var the rnn op writes (`..dropout_state__non_persistable`)
+            self.declare(lb, name, res.type, False)
+        else:
+            self.declare(lb, name, res.type, res.stop_gradient,
+                         persistable=True if persistable is None else persistable,
+                         is_parameter=bool(op.attr("is_parameter", True)))
         self.names[res] = name
 
     def _data(self, op: Operation, lb: LBlock) -> None:
@@ -827,6 +945,72 @@ class _Converter:
         self.names[res] = name
         self.emit(lb, "read_from_array", {"X": [self.name(arr, op)], "I": [self.materialize(i, op, lb)]},
                   {"Out": [name]})
+
+    # ------------------------------------------------------------- array gradients
+    def _tensor_to_array(self, op: Operation, lb: LBlock) -> None:
+        """`tensor_to_array(x, out_grad)` (array_to_tensor's VJP) -> legacy
+        `tensor_array_to_tensor_grad(X, Out@GRAD) -> X@GRAD`, the grad op Paddle's legacy
+        backward gives `tensor_array_to_tensor`. Paddle's kernel keeps the items in scope vars
+        named after X (`<X>_temp_grad_<i>`) and shares them with the output array, so a second
+        such op on the same X gets a copy of X (`assign`), or it would overwrite the first's."""
+        x, g = op.operands[0], op.operands[1]
+        res = op.results[0]
+        xname = self.materialize(x, op, lb)                         # type: ignore[arg-type]
+        gname = self.materialize(g, op, lb)                         # type: ignore[arg-type]
+        axis = int(op.attr("axis", 0))
+        if axis < 0:        # Paddle's legacy kernel indexes dims with it as it is: normalise it
+            rank = len(getattr(g.type, "dims", ()))                 # type: ignore[union-attr]
+            if not rank:
+                raise ConversionError(self._at(op, f"axis {axis} of an out_grad of unknown rank cannot be made "
+                                                   "non-negative for the legacy tensor_array_to_tensor_grad"))
+            axis += rank
+        if xname in self.array_grads_of:
+            copy = self.declare(lb, self.claim(f"{self.unique('assign')}.tmp_0"), x.type)   # type: ignore[union-attr]
+            self.emit(lb, "assign", {"X": [xname]}, {"Out": [copy]}, role=OP_ROLE_BACKWARD)
+            xname = copy
+        self.array_grads_of.add(xname)
+        out = self.declare(lb, self.claim(xname + GRAD), res.type)
+        self.names[res] = out
+        self.emit(lb, "tensor_array_to_tensor_grad", {"X": [xname], "Out@GRAD": [gname]}, {"X@GRAD": [out]},
+                  {"axis": axis, "use_stack": bool(op.attr("use_stack", False))}, role=OP_ROLE_BACKWARD,
+                  defaults_of="tensor_array_to_tensor", types={"axis": _attrs.INT, "use_stack": _attrs.BOOLEAN})
+
+    def _create_array_like(self, op: Operation, lb: LBlock) -> None:
+        """`create_array_like(x)`: an array as long as x, item i `full_like(x[i], val)`. No legacy
+        op makes one (`fill_any_like` refuses an array: "numel() can't be used in TensorArray"),
+        so a legacy loop over x does, as any item shapes and an empty x allow:
+        `n = lod_array_length(x)`, `i = 0`, `while i < n: write_to_array(fill_any_like(
+        read_from_array(x, i), val), i) -> out; increment(i)`."""
+        x = op.operands[0]
+        res = op.results[0]
+        xname = self.materialize(x, op, lb)                         # type: ignore[arg-type]
+        out = self.declare(lb, self.claim(f"{self.unique('create_array')}.out"), res.type)
+        self.names[res] = out
+        role = OP_ROLE_BACKWARD
+        i64 = dense("int64", (1,))
+        n = self._tmp(lb, "lod_array_length", i64, True)
+        self.emit(lb, "lod_array_length", {"X": [xname]}, {"Out": [n]}, role=role)
+        i = self._tmp(lb, "fill_constant", i64, True)
+        self.emit(lb, "fill_constant", {}, {"Out": [i]},
+                  {"dtype": VarType.INT64, "shape": [1], "value": 0.0, "str_value": "0"}, role=role)
+        cond = self._tmp(lb, "less_than", dense("bool", (1,)), True)
+        self.emit(lb, "less_than", {"X": [i], "Y": [n]}, {"Out": [cond]}, role=role)
+        sub = self.out.create_block(parent_idx=lb.idx)
+        t = x.type                                                  # type: ignore[union-attr]
+        item_t = dense(t.dtype, tuple(t.dims)) if isinstance(t, DenseTensorArrayType) else dense("float32", ())
+        item = self._tmp(sub, "read_from_array", item_t, True)
+        self.emit(sub, "read_from_array", {"X": [xname], "I": [i]}, {"Out": [item]}, role=role)
+        full = self._tmp(sub, "full_like", item_t, True)
+        self.emit(sub, "fill_any_like", {"X": [item]}, {"Out": [full]},
+                  {"value": float(op.attr("val", 0.0)), "dtype": -1}, role=role)
+        self.emit(sub, "write_to_array", {"X": [full], "I": [i]}, {"Out": [out]}, role=role)
+        self.emit(sub, "increment", {"X": [i]}, {"Out": [i]}, {"step": 1.0}, role=role)
+        self.emit(sub, "less_than", {"X": [i], "Y": [n]}, {"Out": [cond]}, role=role)
+        reads, writes = self._outer_io(sub)
+        scope = self._generated(lb)
+        self.emit(lb, "while", {"X": reads, "Condition": [cond]}, {"Out": writes, "StepScopes": [scope]},
+                  {"is_test": False, "sub_block": _attrs.BlockRef(sub.idx)},
+                  types={"is_test": _attrs.BOOLEAN, "sub_block": _attrs.BLOCK}, role=role)
 
     # ------------------------------------------------------------- control flow
     def _sub_block(self, region_block: Block, lb: LBlock) -> LBlock:
@@ -1016,6 +1200,14 @@ class _Converter:
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
+def _is_state_operand(user: Operation, idx: int) -> bool:
+    """Whether operand `idx` of `user` is a STATE_OUT_ONLY state (rnn's dropout_state_in)."""
+    r = resolve(user.name) if user.name not in _SPECIAL else None
+    if r is None or r.map.legacy_type not in STATE_OUT_ONLY or idx >= len(r.map.operands):
+        return False
+    return r.map.operands[idx].name == STATE_OUT_ONLY[r.map.legacy_type][0]
+
+
 def _tensor_slot(slots: tuple[str, ...], vector: bool) -> str:
     """The legacy `*Tensor` slot for a computed attribute: the list slot for a vector."""
     lists = [s for s in slots if s.endswith("List")]

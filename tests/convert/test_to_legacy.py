@@ -384,3 +384,296 @@ def test_paddles_legacy_executor_gives_its_pir_values_and_loads_the_inference_mo
             with_record = np.load(next(j for j in done if j["name"] == job["name"][6:])["out"])
             for k in got.files:
                 np.testing.assert_array_equal(got[k], with_record[k], err_msg=f"{job['name']} {k}")
+
+
+# --------------------------------------------------------------------------
+# The RNN goldens of testdata/pir_backward/ (issue #34): rnn's dropout state, array gradients
+# --------------------------------------------------------------------------
+PIR_BACKWARD = TESTDATA / "pir_backward"
+RNN_STATE = ["crnn_ctc", "crnn_ctc.bwd", "gru", "gru.bwd", "lstm", "lstm.bwd", "seq2seq_while", "simplernn",
+             "simplernn.bwd"]
+ARRAY_GRADS = ["birnn_gru_cell.bwd", "rnn_lstm_cell.bwd", "rnn_simple_cell_reverse.bwd", "seq2seq_while.bwd"]
+#: The backward ones with Paddle's PIR values (`<c>.values.npz`, keyed `%N`).
+RNN_VALUES = ["birnn_gru_cell", "crnn_ctc", "gru", "lstm", "rnn_lstm_cell", "rnn_simple_cell_reverse",
+              "seq2seq_while", "simplernn"]
+#: PIR op -> the legacy op types it becomes, beyond the op map (array gradients).
+ARRAY_LEGACY = {"pd_op.tensor_to_array": {"tensor_array_to_tensor_grad"},
+                "pd_op.create_array_like": {"lod_array_length", "fill_constant", "less_than", "while",
+                                            "read_from_array", "fill_any_like", "write_to_array", "increment"}}
+
+
+def _pir_case(name: str):
+    import sys
+    sys.path.insert(0, str(TESTDATA.parent / "tests" / "backward" / "pir"))
+    from pir_cases import cases
+    return cases(names=[name])[0]
+
+
+@pytest.mark.parametrize("case", RNN_STATE + ARRAY_GRADS)
+def test_the_rnn_goldens_convert_op_for_op(case):
+    """All 13 (refused before): a valid legacy program, the same bytes each time, a legacy op
+    for every PIR computation, the array gradients' legacy ops included."""
+    prog = pir.load(PIR_BACKWARD / f"{case}.json")
+    assert not refusals(prog)
+    data = to_legacy(prog).to_bytes()
+    assert to_legacy(pir.load(PIR_BACKWARD / f"{case}.json")).to_bytes() == data
+    legacy = read_program(data, source=case)
+    have = Counter(op.type for op in _ops(legacy))
+    want = Counter(r.map.legacy_type for op in prog.walk()
+                   if op.name not in SPECIAL_OPS and (r := resolve(op.name)) is not None)
+    assert not want - have, f"PIR computations with no legacy op: {dict(want - have)}"
+    for name, types in ARRAY_LEGACY.items():
+        if any(op.name == name for op in prog.walk()):
+            assert types <= set(have), (name, types - set(have))
+
+
+def test_a_computed_rnn_dropout_state_is_written_in_place_as_paddles_legacy_gru_does():
+    """Paddle's legacy `rnn` has no DropoutState input, only the output rnn_grad reads back;
+    its legacy `nn.GRU` makes that a plain (not persistable, not a parameter) uint8 var. The
+    PIR parameter becomes that var, written by rnn and read by rnn_grad."""
+    legacy = to_legacy(pir.load(PIR_BACKWARD / "gru.bwd.json"))
+    block = legacy.global_block()
+    rnn = next(op for op in block.ops if op.type == "rnn")
+    grad = next(op for op in block.ops if op.type == "rnn_grad")
+    assert "DropoutState" not in rnn.input_names
+    assert rnn.output("DropoutState") == ["dropout_state__non_persistable"] == grad.input("DropoutState")
+    v = block.vars["dropout_state__non_persistable"]
+    assert not v.persistable and not v.is_parameter and v.dtype == np.uint8
+    assert all(block.vars[p].persistable and block.vars[p].is_parameter
+               for p in rnn.input("WeightList"))          # the real parameters stay parameters
+    # PIR's in-place form `pd_op.rnn_` (dropout_state_in -> dropout_state_out) alike
+    prog = pir.load(PIR_BACKWARD / "gru.json")
+    next(op for op in prog.ops if op.name == "pd_op.rnn").name = "pd_op.rnn_"
+    rnn = next(op for op in to_legacy(prog).global_block().ops if op.type == "rnn")
+    assert rnn.output("DropoutState") == ["dropout_state__non_persistable"] and "DropoutState" not in rnn.input_names
+
+
+def test_vector_gradients_are_named_after_the_vars_they_belong_to():
+    """A grad op's vector result in slot `X@GRAD` (rnn_grad's WeightList@GRAD, concat_grad's
+    X@GRAD) gets `x@GRAD` per item, as Paddle's legacy pass names them: the parameters'
+    gradients are `w@GRAD` (they were `rnn_grad_0.tmp_N` before)."""
+    block = to_legacy(pir.load(PIR_BACKWARD / "lstm.bwd.json")).global_block()
+    grad = next(op for op in block.ops if op.type == "rnn_grad")
+    weights = next(op for op in block.ops if op.type == "rnn").input("WeightList")
+    assert len(weights) == 16 and grad.output("WeightList@GRAD") == [w + "@GRAD" for w in weights]
+    assert all(block.vars[w + "@GRAD"].shape == block.vars[w].shape for w in weights)
+    block = to_legacy(pir.load(PIR_BACKWARD / "birnn_gru_cell.bwd.json")).global_block()
+    concat = next(op for op in block.ops if op.type == "concat")
+    grad = next(op for op in block.ops if op.type == "concat_grad")
+    assert grad.output("X@GRAD") == [x + "@GRAD" for x in concat.input("X")]
+
+
+def test_a_constant_rnn_dropout_state_gets_a_var_of_its_own():
+    """Paddle's translator gives rnn a zero `full` for its dropout state: legacy -> PIR -> legacy
+    of the legacy GRU (a TypeError before) writes DropoutState to a var of its own, with no
+    op for the constant (no legacy op reads it)."""
+    import pybackward
+    from pybackward.convert.to_pir import to_pir
+    translated = to_pir(pybackward.load(TESTDATA / "models" / "gru" / "forward.pb"))
+    rnn_op = next(op for op in translated.ops if op.name == "pd_op.rnn")
+    assert rnn_op.operands[4].defining_op.name == "pd_op.full"
+    legacy = to_legacy(translated)
+    rnn = next(op for op in legacy.global_block().ops if op.type == "rnn")
+    (state,) = rnn.output("DropoutState")
+    assert state.startswith("rnn_0.tmp_") and "DropoutState" not in rnn.input_names
+    assert [op.type for op in legacy.global_block().ops].count("fill_constant") == \
+        [op.name for op in translated.ops].count("pd_op.full") - 1
+
+
+def test_array_gradients_become_tensor_array_to_tensor_grad_and_a_fill_loop():
+    """`tensor_to_array(x, g)` -> `tensor_array_to_tensor_grad(X=x, Out@GRAD=g) -> x@GRAD` (the
+    grad op Paddle's legacy backward gives tensor_array_to_tensor: X, Out@GRAD -> X@GRAD, axis,
+    use_stack); `create_array_like(x)` -> a while loop writing `fill_any_like(x[i], val)`."""
+    src = pir.load(PIR_BACKWARD / "rnn_simple_cell_reverse.bwd.json")
+    conv = convert(src)
+    block = conv.program.global_block()
+    t2a = next(op for op in src.ops if op.name == "pd_op.tensor_to_array")
+    grad = next(op for op in block.ops if op.type == "tensor_array_to_tensor_grad")
+    assert grad.input("X") == [conv.var_of(t2a.operands[0])]
+    assert grad.input("Out@GRAD") == [conv.var_of(t2a.operands[1])]
+    assert grad.output("X@GRAD") == [conv.var_of(t2a.results[0])] == [grad.input("X")[0] + "@GRAD"]
+    assert grad.attr("axis") == 0 and grad.attr("use_stack") is True and grad.attr("op_role") == 1
+    like = next(op for op in src.ops if op.name == "pd_op.create_array_like")
+    out = conv.var_of(like.results[0])
+    loop = next(op for op in block.ops if op.type == "while" and out in op.output("Out"))
+    body = conv.program.block(loop.sub_block)
+    assert [op.type for op in body.ops] == ["read_from_array", "fill_any_like", "write_to_array", "increment",
+                                            "less_than"]
+    assert body.ops[0].input("X") == [conv.var_of(like.operands[0])] and body.ops[2].output("Out") == [out]
+    assert body.ops[1].attr("value") == 0.0 and body.ops[1].attr("dtype") == -1
+
+
+def _add_tensor_to_array(prog, axis):
+    """A second tensor_to_array on the array the golden's reads (as a second array_to_tensor
+    of it would give), with `axis`."""
+    first = next(op for op in prog.ops if op.name == "pd_op.tensor_to_array")
+    op = Operation("pd_op.tensor_to_array", list(first.operands), [first.results[0].type],
+                   {"axis": pir.Attr("0.a_i32", axis), "use_stack": pir.Attr("0.a_bool", True)})
+    prog.block.insert(prog.block.ops.index(first) + 1, op)
+    return op
+
+
+def test_a_second_array_gradient_of_one_array_reads_a_copy_and_a_negative_axis_is_normalised():
+    """Paddle's tensor_array_to_tensor_grad keeps the items in scope vars named after X and
+    shares them with its output: a second one on the same X would overwrite the first's
+    result, so it reads an `assign` copy. Its kernel indexes dims with a negative axis as it
+    is, so the axis is made non-negative (the stacked out_grad's rank)."""
+    prog = pir.load(PIR_BACKWARD / "rnn_simple_cell_reverse.bwd.json")
+    op = _add_tensor_to_array(prog, -3)
+    conv = convert(prog)
+    ops = conv.program.global_block().ops
+    grads = [o for o in ops if o.type == "tensor_array_to_tensor_grad"]
+    assert len(grads) == 2 and grads[0].input("X") != grads[1].input("X")
+    copy = next(o for o in ops if o.type == "assign" and o.output("Out") == grads[1].input("X"))
+    assert copy.input("X") == grads[0].input("X")
+    assert grads[1].attr("axis") == 0 and conv.var_of(op.results[0]) == grads[1].output("X@GRAD")[0]
+
+
+def test_a_constant_the_forward_pushed_is_folded_where_the_backward_pops_it():
+    """seq2seq_while's backward `sum_grad` reads its axis popped from the loop's stack; the
+    legacy reduce_sum_grad takes it only as an attribute: every push is the same
+    `full_int_array`, so the attribute is that constant."""
+    src = pir.load(PIR_BACKWARD / "seq2seq_while.bwd.json")
+    fwd_sum = next(op for op in src.walk() if op.name == "pd_op.sum")
+    axis = [int(a) for a in fwd_sum.operands[1].defining_op.attr("value")]
+    legacy = to_legacy(src)
+    grads = [op for op in _ops(legacy) if op.type == "reduce_sum_grad"]
+    assert grads and all(op.attr("dim") == axis for op in grads)
+
+
+@pytest.mark.parametrize("name", RNN_VALUES)
+def test_the_rnn_goldens_compute_paddles_values(name):
+    """pybackward's legacy interpreter on the converted backward gives Paddle's PIR values, and
+    the PIR interpreter's on the original to the bit. crnn_ctc's `linear_0.b_0@GRAD` is
+    2.3e-6 off Paddle's in one element (rtol 1e-5 allows 1.1e-6 there) in both interpreters
+    alike: the kernels', not the conversion's."""
+    case = _pir_case(name)
+    prog = case.backward()
+    conv = convert(prog)
+    ids = conv.by_id()
+    want = case.values()
+    assert set(want) <= set(ids)
+    exe = Executor()
+    exe.rng = PaddleGlobalRng(2024)
+    scope = Scope()
+    for k, v in case.params().items():
+        scope.set(k, v)
+    got = dict(zip(want, exe.run(conv.program, feed=case.feeds(), fetch_list=[ids[r] for r in want], scope=scope)))
+    ours = run_pir(prog, case.feeds(), case.params(), list(want), paddle_seed=2024)
+    for r in want:
+        np.testing.assert_array_equal(got[r], ours[r], err_msg=f"{name} {r} as {ids[r]}")
+        if (name, r) == ("crnn_ctc", "%115"):
+            np.testing.assert_allclose(got[r], want[r], rtol=RTOL, atol=3e-6)
+            continue
+        _assert_same(got[r], want[r], f"{name} {r} as {ids[r]}")
+
+
+@pytest.mark.paddle
+def test_paddles_legacy_executor_runs_the_converted_rnn_goldens(tmp_path):
+    """Paddle 3.3.1's legacy Executor runs the 13 converted programs: the backward ones give
+    Paddle's PIR values; the forward ones give what pybackward's legacy interpreter gives. And
+    the create_array_like loop over items of different shapes and over an empty array."""
+    jobs, wants = [], {}
+    for name in RNN_STATE + ARRAY_GRADS:
+        stem = name.split(".")[0]
+        case = _pir_case(stem)
+        prog = pir.load(PIR_BACKWARD / f"{name}.json")
+        conv = convert(prog)
+        ids = conv.by_id()
+        feeds, params = case.feeds(), case.params()
+        if name.endswith(".bwd") and stem in RNN_VALUES:
+            want = case.values()
+            refs = list(want)
+        else:       # forward: every top-level float result (not rnn's Reserve: the kernel's
+            # workspace), against the legacy interpreter
+            refs = [f"%{v.id}" for op in prog.ops for k, v in enumerate(op.results)
+                    if isinstance(v.type, DenseTensorType) and v.type.dtype == "float32" and f"%{v.id}" in ids
+                    and op.name != "builtin.parameter" and not (op.name == "pd_op.rnn" and k == 3)]
+            exe = Executor()
+            exe.rng = PaddleGlobalRng(2024)
+            scope = Scope()
+            for k, v in params.items():
+                scope.set(k, v)
+            want = dict(zip(refs, exe.run(conv.program, feed=feeds, fetch_list=[ids[r] for r in refs],
+                                          scope=scope)))
+        model = tmp_path / f"{name}.pdmodel"
+        model.write_bytes(conv.program.to_bytes())
+        np.savez(tmp_path / f"{name}.feeds.npz", **feeds)
+        np.savez(tmp_path / f"{name}.params.npz", **params)
+        jobs.append(dict(name=name, program=str(model), params=str(tmp_path / f"{name}.params.npz"),
+                         feeds=str(tmp_path / f"{name}.feeds.npz"), fetch=[ids[r] for r in refs], seed=2024,
+                         out=str(tmp_path / f"{name}.out.npz")))
+        wants[name] = [(r, want[r], f"{name} {r} as {ids[r]}") for r in refs]
+    # create_array_like over items of different shapes, and over an empty array
+    prog, feeds, (r0, r1, none) = _arrays_program()
+    conv = convert(prog)
+    (tmp_path / "arrays.pdmodel").write_bytes(conv.program.to_bytes())
+    np.savez(tmp_path / "arrays.feeds.npz", **feeds)
+    np.savez(tmp_path / "arrays.params.npz")
+    jobs.append(dict(name="arrays", program=str(tmp_path / "arrays.pdmodel"),
+                     params=str(tmp_path / "arrays.params.npz"), feeds=str(tmp_path / "arrays.feeds.npz"),
+                     fetch=[conv.var_of(r0), conv.var_of(r1)], seed=2024, out=str(tmp_path / "arrays.out.npz")))
+    wants["arrays"] = [("r0", np.full((2, 3), 0.5, np.float32), "arrays item 0"),
+                       ("r1", np.full((4,), 0.5, np.float32), "arrays item 1")]
+    spec_file, result = tmp_path / "jobs.json", tmp_path / "results.json"
+    spec_file.write_text(json.dumps(jobs))
+    r = run_paddle(_PADDLE_SCRIPT, str(spec_file), str(result))
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-3000:]
+    done = json.loads(result.read_text())
+    errors = {j["name"]: j["error"] for j in done if "error" in j}
+    assert not errors, errors
+    for job in done:
+        got = np.load(job["out"])
+        items = wants[job["name"]]
+        assert len(got.files) == len(items) > 0
+        for k, (ref, want, what) in enumerate(items):
+            _assert_same(np.asarray(got[f"arr_{k}"]), want, what)
+
+
+def _arrays_program():
+    """data a [2, 3], b [4]; arr = [a, b] (items of different shapes); like = create_array_like(arr,
+    0.5), read back at 0 and 1; none = create_array_like(an empty array, 1.0)."""
+    from pybackward.pir.types import Attr, DenseTensorArrayType, scalar
+    prog = pir.Program()
+    b = prog.block
+
+    def add(name, operands, types, attrs=None):
+        return b.append(Operation(name, operands, types, attrs or {})).results
+
+    arr_t = DenseTensorArrayType(scalar("float32"), ())
+    (a,) = add("pd_op.data", (), [dense("float32", (2, 3))], {"name": pir.Attr("0.a_str", "a")})
+    (bb,) = add("pd_op.data", (), [dense("float32", (4,))], {"name": pir.Attr("0.a_str", "b")})
+    idx = []
+    for k in (0, 1):
+        idx += add("pd_op.full", (), [dense("int64", (1,))],
+                   {"shape": Attr.int_array([1]), "value": Attr.f64(k), "dtype": Attr.dtype("int64"),
+                    "place": Attr.place(1)})
+    (arr,) = add("pd_op.create_array", (), [arr_t], {"dtype": Attr.dtype("float32")})
+    add("pd_op.array_write_", [arr, a, idx[0]], [arr_t])
+    add("pd_op.array_write_", [arr, bb, idx[1]], [arr_t])
+    (like,) = add("pd_op.create_array_like", [arr], [arr_t], {"val": Attr.f32(0.5)})
+    (r0,) = add("pd_op.array_read", [like, idx[0]], [dense("float32", (2, 3))])
+    (r1,) = add("pd_op.array_read", [like, idx[1]], [dense("float32", (4,))])
+    (empty,) = add("pd_op.create_array", (), [arr_t], {"dtype": Attr.dtype("float32")})
+    (none,) = add("pd_op.create_array_like", [empty], [arr_t], {"val": Attr.f32(1.0)})
+    feeds = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(4, np.float32)}
+    return prog, feeds, (r0, r1, none)
+
+
+def test_create_array_like_takes_items_of_any_shape_and_an_empty_array():
+    """The legacy loop fills each item like the item (a [2, 3] and a [4] in one array), and
+    runs no step on an empty array (whose like is an array nothing writes: the interpreter,
+    unlike Paddle, cannot fetch such an array, so only the loop's length is fetched)."""
+    prog, feeds, (r0, r1, none) = _arrays_program()
+    conv = convert(prog)
+    loop = next(op for op in conv.program.global_block().ops
+                if op.type == "while" and conv.var_of(none) in op.output("Out"))
+    (n,) = next(op for op in conv.program.global_block().ops
+                if op.type == "less_than" and op.output("Out") == loop.input("Condition")).input("Y")
+    got = Executor().run(conv.program, feed=feeds, fetch_list=[conv.var_of(r0), conv.var_of(r1), n])
+    _assert_same(got[0], np.full((2, 3), 0.5, np.float32), "item 0")
+    _assert_same(got[1], np.full((4,), 0.5, np.float32), "item 1")
+    assert got[2].tolist() == [0]
+    want = run_pir(prog, feeds, {}, fetch=[f"%{r0.id}", f"%{r1.id}"])
+    np.testing.assert_array_equal(got[0], want[f"%{r0.id}"])
+    np.testing.assert_array_equal(got[1], want[f"%{r1.id}"])
