@@ -50,11 +50,31 @@ def to_float64(program: Program) -> Program:
                     t = getattr(v.type, field).tensor
                     t.data_type = _WIDEN.get(t.data_type, t.data_type)
         for op in b.ops:
+            widened = False
             for a in op.attrs:
                 if a.name in _DTYPE_ATTRS and a.type == pb.AttrType.INT and a.i in _WIDEN:
                     a.i = _WIDEN[a.i]
+                    widened = True
+            if widened:
+                _widen_values(op)
     p.sync()
     return p
+
+
+def _widen_values(op: Any) -> None:
+    """A constant stored per dtype (`assign_value`'s `fp32_values`) moves to the float64 list
+    (`fp64_values`) when its dtype was widened: the kernels read the list of their dtype."""
+    attrs = {a.name: a for a in op.attrs}
+    narrow = attrs.get("fp32_values")
+    if narrow is None or narrow.type != pb.AttrType.FLOATS or not narrow.floats:
+        return
+    wide = attrs.get("fp64_values")
+    if wide is None:
+        wide = op.attrs.add(name="fp64_values", type=pb.AttrType.FLOAT64S)
+    elif wide.type != pb.AttrType.FLOAT64S or wide.float64s:
+        return
+    wide.float64s.extend(narrow.floats)
+    del narrow.floats[:]
 
 
 def _loss_value(exe: Executor, prog: Program, loss: str, feed: dict, params: dict, seed: int) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import pybackward
-from conftest import PROGRAMS
+from conftest import PROGRAMS, TESTDATA
 from pybackward.base.errors import ArgumentError
 from pybackward.interpreter.executor import Executor, Scope
 
@@ -82,3 +82,34 @@ def test_cli_check_refuses_a_name_given_both_ways(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "'fc_1.w_0' given both as a parameter and as a feed" in lines[0], r.stderr
+
+
+def test_to_float64_moves_a_constants_fp32_values_to_fp64_values():
+    """`to_float64` widens assign_value's dtype; its data (kept per dtype, `fp32_values`) moves to
+    `fp64_values`, the list a float64 assign_value reads (Paddle's kernel and ours): before, the
+    widened op had no values and the float64 copy of a converted transformer decoder failed."""
+    from pybackward import pir
+    from pybackward.convert.to_legacy import to_legacy
+    from pybackward.interpreter.gradcheck import to_float64
+    prog = to_legacy(pir.load(TESTDATA / "pir_backward" / "transformer_decoder.json"))
+    ops = [op for b in prog.blocks for op in b.ops if op.type == "assign_value" and op.attr("fp32_values")]
+    assert ops, "the premise: float32 constants stored in fp32_values"
+    wide = to_float64(prog)
+    for op in (o for b in wide.blocks for o in b.ops if o.type == "assign_value"):
+        if op.attr("dtype") == 6:                                   # FP64
+            assert not op.attr("fp32_values") and op.attr("fp64_values")
+    name = ops[0].output("Out")[0]
+    want = np.asarray(ops[0].attr("fp32_values"), dtype=np.float32).astype(np.float64)
+    (got,) = Executor().run(_only(wide, ops[0]), fetch_list=[name], scope=Scope())
+    assert got.dtype == np.float64 and np.array_equal(got.ravel(), want)
+
+
+def _only(prog, op):
+    """A copy of `prog` keeping, of block 0's ops, only the one like `op` (its constant)."""
+    p = prog.clone()
+    ops = p.desc.blocks[0].ops
+    keep = [o for o in ops if o.type == op.type and list(o.outputs[0].arguments) == op.output("Out")]
+    del ops[:]
+    ops.extend(keep)
+    p.sync()
+    return p
