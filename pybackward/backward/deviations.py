@@ -602,9 +602,10 @@ def keep_read_values(block: Block, owner, descs: list, origins: list[int]
         outs = set(op.output_arg_names)
         for n in outs:
             writers.setdefault(n, []).append(k)
-        for n in op.input_arg_names:
-            if n in outs:
-                both.setdefault(n, k)
+        if not outs.isdisjoint(op.input_arg_names):
+            for n in op.input_arg_names:
+                if n in outs:
+                    both.setdefault(n, k)
     xs = set(owner.input("X")) if owner is not None else set()
     loop_vars, candidates = set(), []
     for n in dict.fromkeys([*both, *(x for x in xs if x in writers and not block.has_var(x))]):
@@ -721,8 +722,14 @@ def copy_grads_read_in_place(block: Block, descs: list) -> list:
     k = 0
     for d in descs:
         if d.type not in _SAFE_IN_PLACE:
-            ins = set(d.input_args())
-            outs = [n for n in d.output_args() if n in ins and GRAD_SUFFIX in n]
+            # (slots read in comprehensions, and most ops - no output among
+            # their inputs - ruled out by one disjointness test in C)
+            ins = {n for args in d.inputs.values() for n in args}
+            outs = [n for args in d.outputs.values() for n in args]
+            if ins.isdisjoint(outs):
+                out.append(d)
+                continue
+            outs = [n for n in outs if n in ins and GRAD_SUFFIX in n]
             for n in dict.fromkeys(outs):
                 copy = f"{n}@IN@block{block.idx}@{k}"
                 k += 1
@@ -756,31 +763,31 @@ def refuse_aliased_outputs(block: Block, op: Operator, index: int | None) -> Non
 # A tensor-array slot read inside a while loop and read again later
 # --------------------------------------------------------------------------
 def _reads_below_bound(body: Block, owner, read_idx: int, index: str) -> str | None:
-    """The loop bound N if the body's condition is `less_than(index, N)` and
-    `index` is unchanged from the step's start to op `read_idx`: the slot read
-    there is then always below N.
+    """The loop bound N if every step starts with `index < N`, and `index`
+    is unchanged from the step's start to op `read_idx`: the slot read there
+    is then always below N.
 
-    The condition may also be an `assign` of such a `less_than`'s result
-    (`while_loop`'s form); then the `less_than` must come after every write
-    of `index` in the body, the `assign` must be the body's last write of
-    the condition, and the condition before the loop must be the same
-    comparison, so that the step's start always has `index < N`."""
+    Every step starts with `index < N` when the body's last write of the
+    condition is `less_than(index, N)` (the RNN form) or an `assign` of such
+    a `less_than`'s result (`while_loop`'s form), that `less_than` comes
+    after every write of `index` in the body, N is not written in the body,
+    and the condition before the loop is the same comparison."""
     cond = owner.input("Condition")
     ops = body.ops
     if len(cond) != 1 or any(index in op.output_arg_names for op in ops[:read_idx]):
         return None
-    for op in ops:
-        if op.type == "less_than" and op.output("Out") == cond and op.input("X") == [index]:
-            (bound,) = op.input("Y") or [None]
-            if bound is not None and not any(bound in o.output_arg_names for o in ops):
-                return bound
     writes = [k for k, op in enumerate(ops) if cond[0] in op.output_arg_names]
-    if not writes or ops[writes[-1]].type != "assign":
+    if not writes:
         return None
-    compared = ops[writes[-1]].input("X")
-    bound = _compared_bound(ops, writes[-1], compared, index)
+    last = writes[-1]
+    if ops[last].type == "assign":
+        compared = ops[last].input("X")
+        bound, at = _compared_bound(ops, last, compared, index), _last_writer(ops, last, compared)
+    else:
+        bound, at = _compared_bound(ops, last + 1, cond, index), last
+    # (compared before the body changes `index`, the next step can start at N)
     if bound is None or any(bound in o.output_arg_names for o in ops) \
-            or any(index in o.output_arg_names for o in ops[_last_writer(ops, writes[-1], compared):]):
+            or any(index in o.output_arg_names for o in ops[at:]):
         return None
     return bound if _compared_before_loop(owner, index, bound) else None
 

@@ -27,7 +27,7 @@ import pytest
 import pybackward
 from conftest import PROGRAMS, case_json
 from golden import replay
-from pybackward.base.errors import ExecutionError, ProgramFileError, PyBackwardError
+from pybackward.base.errors import ExecutionError, PaddleDeviationWarning, ProgramFileError, PyBackwardError
 from pybackward.interpreter.gradcheck import to_float64
 from pybackward.interpreter.executor import Executor, Scope
 from pybackward.ops.control_flow.cond_while import find_var_cpp, std_hash, unordered_set_order
@@ -464,6 +464,64 @@ def test_array_reads_that_cannot_meet_stay_paddles():
         warnings.simplefilter("error", PaddleDeviationWarning)
         pybackward.append_backward(case_json("while_array")["loss"], program=prog)
     assert pybackward.dumps(prog) == (PROGRAMS / "while_array" / "backward.pb").read_bytes()
+
+
+def _compare_before_increment(prog):
+    """while_array with the body's `less_than(i, n)` moved before `increment(i)`: the last
+    step starts with i == n and reads arr[n], the slot read again after the loop."""
+    body = prog.desc.blocks[1]
+    ops = [type(o)() for o in body.ops]
+    for c, o in zip(ops, body.ops):
+        c.CopyFrom(o)
+    assert [o.type for o in ops] == ["read_from_array", "matmul_v2", "tanh", "increment", "write_to_array",
+                                     "less_than"]
+    del body.ops[:]
+    body.ops.extend(ops[:3] + [ops[5], ops[3], ops[4]])
+    prog.sync()
+    return prog
+
+
+def _entered_past_the_bound(prog):
+    """while_array with i starting at n (arr[n] = x) and the loop entered on `0 < n`, not
+    `i < n`: its one step reads arr[n], the slot read again after the loop."""
+    block = prog.global_block()
+    init = block.ops[0]
+    init.set_attr("value", 3.0)
+    init.set_attr("str_value", "3")
+    zero = type(init.desc)()
+    zero.CopyFrom(block.ops[1].desc)
+    zero.outputs[0].arguments[:] = ["zero"]
+    block.create_var_like("zero", block.var("fill_constant_3.tmp_0"))
+    block.insert_op_desc(0, zero)
+    block.ops[0].set_attr("value", 0.0)
+    block.ops[0].set_attr("str_value", "0")
+    (lt,) = [op for op in block.ops if op.type == "less_than"]
+    lt.set_input("X", ["zero"])
+    prog.sync()
+    return prog
+
+
+@pytest.mark.parametrize("edit", [_compare_before_increment, _entered_past_the_bound])
+def test_a_loop_whose_steps_can_start_at_the_bound_gets_the_array_read_added(edit):
+    """The RNN form of "the slots cannot meet" (the body reads arr[i] and loops while
+    `i < n`, arr[n] read after the loop) needs every step to start with i < n: the
+    comparison after the body's last change of i, and the same comparison before the loop.
+    Where it is made before the increment, or the loop is entered on another condition,
+    a step reads arr[n]; Paddle's in-loop read grad overwrites the gradient the later read
+    put in that slot (w@GRAD off finite differences by 0.05, x@GRAD by 0.02-0.03, no
+    warning, before this rule checked both): now it is added (`tensor array read again`)."""
+    case = "while_array"
+    loss = case_json(case)["loss"]
+    params, feed = (_as64(d) for d in _inputs(case))
+    fwd64 = edit(to_float64(pybackward.load(PROGRAMS / case / "forward.pb")))
+    prog = fwd64.clone()
+    with pytest.warns(PaddleDeviationWarning, match=r"tensor array read again: block 1's while body reads "
+                                                     r"a slot of 'array_0.out' \(op 0\)"):
+        pybackward.append_backward(loss, program=prog)
+    got = _run(prog, params, feed, ["w@GRAD", "x@GRAD"])
+    for n in ("w", "x"):
+        np.testing.assert_allclose(got[n + "@GRAD"], _fd64(fwd64, loss, params, feed, n), rtol=1e-6, atol=1e-8,
+                                   err_msg=n)
 
 
 def test_cond_in_while_paddles_program_gives_finite_difference_values():
