@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import eq
 from pathlib import Path
-from typing import Iterator
-
-import numpy as np
+from typing import Iterator, Sequence
 
 from ..base.errors import ArgumentError
 from ..base.names import close_names
+from ..base.op_roles import OP_ROLE_BACKWARD
 from ..legacy.program import OP_ROLE_LOSS, OP_ROLE_OPTIMIZE, Block, Operator, Program
 from ..legacy.text import is_backward, op_role, var_type_text
 
-__all__ = ["Graph", "Node", "Edge", "Cluster", "Run", "build_graph", "repeated_runs", "op_kind",
-           "name_scope", "DEFAULT_COLLAPSE_ABOVE", "DEFAULT_MAX_NODES"]
+__all__ = ["Graph", "Node", "Edge", "Cluster", "Run", "build_graph", "repeated_runs", "repeated_token_runs",
+           "op_kind", "name_scope", "DEFAULT_COLLAPSE_ABOVE", "DEFAULT_MAX_NODES"]
 
 #: Ops in a drawn block (after folding) above which the view collapses by name scope.
 DEFAULT_COLLAPSE_ABOVE = 80
@@ -94,7 +95,7 @@ class Graph:
 
 def op_kind(op: Operator) -> str:
     role = op_role(op)
-    if is_backward(op):
+    if role & OP_ROLE_BACKWARD:         # is_backward(op), without reading the attr again
         return "backward"
     if role & OP_ROLE_OPTIMIZE:
         return "optimize"
@@ -141,40 +142,83 @@ class Run:
 
 
 def _signature(op: Operator) -> tuple:
-    return (op.type, op_kind(op), tuple((k, len(v)) for k, v in sorted(op.inputs.items())),
-            tuple((k, len(v)) for k, v in sorted(op.outputs.items())), len(op.sub_blocks()))
+    # The slots from the op's cached records (read once at load), as `op.inputs` would give them:
+    # a dict (the last of a repeated slot name wins), sorted by slot name.
+    ins, outs = op.slot_records()
+    return (op.type, op_kind(op), tuple([(k, len(v)) for k, v in sorted(dict(ins).items())]),
+            tuple([(k, len(v)) for k, v in sorted(dict(outs).items())]), len(op.sub_blocks()))
+
+
+def _common(s: Sequence, a: int, b: int, limit: int) -> int:
+    """The largest m <= `limit` with s[a:a+m] == s[b:b+m]: doubling, then bisection, on slices
+    (compared in C), so a match of length m costs O(m) copied items and O(log m) Python steps."""
+    if limit <= 0 or s[a] != s[b]:
+        return 0
+    good, m = 1, 2                      # s[a:a+good] == s[b:b+good]
+    while m <= limit and s[a + good:a + m] == s[b + good:b + m]:
+        good, m = m, 2 * m
+    bad = min(m, limit + 1)             # the first length known not to match (or past the limit)
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if s[a + good:a + mid] == s[b + good:b + mid]:
+            good = mid
+        else:
+            bad = mid
+    return good
 
 
 def repeated_runs(ops: list[Operator], min_saved: int = 3, max_period: int = MAX_PERIOD) -> list[Run]:
     """Runs of structurally identical op sequences, as few and as long as possible,
-    not overlapping, sorted by start; each saves at least `min_saved` ops when drawn once."""
-    n = len(ops)
-    if n < 2:
+    not overlapping, sorted by start; each saves at least `min_saved` ops when drawn once.
+
+    For each period p the candidates are the maximal stretches of positions i with
+    sig(i) == sig(i + p) (a stretch of e - s equal pairs is a p-periodic run of
+    k = (e - s + p) // p copies from s). Pure Python (`dot` imports no NumPy): a stretch
+    with k >= 2 holds at least p equal pairs, so one at a multiple of p; only those
+    "anchors" are compared one by one (n/p per period, in C through `map`), and a
+    stretch is grown from its first equal anchor by comparing slices of the signature
+    string. The greedy choice below is unchanged: longest cover first, then the
+    shortest period, then the earliest start."""
+    if len(ops) < 2:
         return []
     ids: dict[tuple, int] = {}
-    tok = np.array([ids.setdefault(_signature(op), len(ids)) for op in ops], dtype=np.int64)
+    return repeated_token_runs([ids.setdefault(_signature(op), len(ids)) for op in ops], min_saved, max_period)
+
+
+def repeated_token_runs(tok: list[int], min_saved: int = 3, max_period: int = MAX_PERIOD) -> list[Run]:
+    """`repeated_runs` of a sequence of op signatures, each an int (equal ints: the same signature)."""
+    n = len(tok)
+    if n < 2:
+        return []
+    # One character per op (a list outside the code points: the same comparisons, slower).
+    text: Sequence = "".join(map(chr, tok)) if 0 <= min(tok) and max(tok) <= 0x10FFFF else list(tok)
+    rev = text[::-1]
     cands: list[tuple[int, int, int, int]] = []      # (-covered, period, start, count)
     for p in range(1, min(max_period, n // 2) + 1):
-        eq = np.concatenate(([False], tok[:-p] == tok[p:], [False]))
-        edges = np.flatnonzero(np.diff(eq.astype(np.int8)))
-        for s, e in zip(edges[::2], edges[1::2]):
-            k = (e - s + p) // p          # a p-periodic stretch of e - s + p ops
+        last = n - p                    # pairs (i, i + p) for i < last
+        end = -1
+        for i in compress(count(0, p), map(eq, tok[0:last:p], tok[p::p])):
+            if i < end:                 # inside the stretch found last
+                continue
+            end = i + _common(text, i, i + p, last - i)
+            start = i - _common(rev, n - i, n - i - p, i)
+            k = (end - start + p) // p    # a p-periodic stretch of end - start + p ops
             if k >= 2 and p * (k - 1) >= min_saved:
-                cands.append((-p * k, p, int(s), int(k)))
+                cands.append((-p * k, p, start, k))
     cands.sort()
-    taken = np.zeros(n, dtype=bool)
+    taken = bytearray(n)
     runs: list[Run] = []
     for neg, p, s, k in cands:
         # Slide past ops already taken by a longer run, keeping whole copies.
-        while k >= 2 and taken[s:s + p * k].any():
+        while k >= 2 and taken.find(1, s, s + p * k) >= 0:
             if taken[s]:
                 s, k = s + p, k - 1
             elif taken[s + p * k - 1]:
                 k -= 1
             else:
                 break
-        if k >= 2 and p * (k - 1) >= min_saved and not taken[s:s + p * k].any():
-            taken[s:s + p * k] = True
+        if k >= 2 and p * (k - 1) >= min_saved and taken.find(1, s, s + p * k) < 0:
+            taken[s:s + p * k] = b"\x01" * (p * k)
             runs.append(Run(s, p, k))
     return sorted(runs, key=lambda r: r.start)
 

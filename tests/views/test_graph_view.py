@@ -40,6 +40,61 @@ def test_repeated_runs_find_the_layers():
     assert graph_view.repeated_runs([]) == []
 
 
+def _runs_by_definition(tok: list[int], min_saved: int = 3, max_period: int = graph_view.MAX_PERIOD) -> list:
+    """The folding as first written (with NumPy arrays; here in plain Python): for every
+    period p, every maximal stretch of i with tok[i] == tok[i + p] is a candidate; the
+    longest cover is taken first (then the shortest period, the earliest start)."""
+    n = len(tok)
+    cands = []
+    for p in range(1, min(max_period, n // 2) + 1):
+        eq = [tok[i] == tok[i + p] for i in range(n - p)] + [False]
+        s = None
+        for i, e in enumerate(eq):
+            if e and s is None:
+                s = i
+            elif not e and s is not None:
+                k = (i - s + p) // p
+                if k >= 2 and p * (k - 1) >= min_saved:
+                    cands.append((-p * k, p, s, k))
+                s = None
+    taken = [False] * n
+    runs = []
+    for _, p, s, k in sorted(cands):
+        while k >= 2 and any(taken[s:s + p * k]):
+            if taken[s]:
+                s, k = s + p, k - 1
+            elif taken[s + p * k - 1]:
+                k -= 1
+            else:
+                break
+        if k >= 2 and p * (k - 1) >= min_saved and not any(taken[s:s + p * k]):
+            taken[s:s + p * k] = [True] * (p * k)
+            runs.append((s, p, k))
+    return sorted(runs)
+
+
+def test_folding_finds_what_the_definition_finds():
+    """The folding compares only pairs at multiples of each period and grows stretches by
+    slices (no NumPy, for `dot`'s start-up): the same runs as the definition, on layers
+    with noise, long periods, few distinct ops (many short stretches), and every limit."""
+    import random
+    rng = random.Random(37)
+    cases = [[], [1], [0] * 9, [1, 2] * 2, [5] * 400 + [6] * 3 + [5] * 7, list(range(300)),
+             [rng.randrange(20) for _ in range(397)] * 3 + [1, 2, 3]]
+    for _ in range(400):
+        tok: list[int] = []
+        while len(tok) < rng.randint(10, 300):
+            layer = [rng.randrange(rng.choice([2, 4, 8])) for _ in range(rng.randint(1, 15))]
+            tok += layer * rng.randint(1, 6) + [rng.randrange(8) for _ in range(rng.randint(0, 3))]
+        cases.append(tok)
+    cases += [[rng.randrange(a) for _ in range(rng.randint(0, 200))] for a in (1, 2, 3) for _ in range(50)]
+    for i, tok in enumerate(cases):
+        for min_saved, max_period in ((3, graph_view.MAX_PERIOD), (1, 400), (5, 7), (2, 2)):
+            got = [(r.start, r.period, r.count)
+                   for r in graph_view.repeated_token_runs(tok, min_saved, max_period)]
+            assert got == _runs_by_definition(tok, min_saved, max_period), (i, min_saved, max_period)
+
+
 def test_folded_picture_draws_each_layer_once():
     p = deep_mlp(50)
     t = program_to_dot(p)
