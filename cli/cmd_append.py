@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from pathlib import Path
 
 import click
@@ -238,6 +237,7 @@ def _loss_note(prog, loss: str, n_grads: int, src: str, out: str) -> str | None:
         weights = [v for v in persistables_behind(prog, loss)
                    if not v.is_parameter and v.data_type is not None and dtypes.is_float(v.data_type)]
         if weights:
+            import shlex        # for this note only (start-up)
             names = [v.name for v in weights]
             listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
             inputs = " ".join(f"--input {shlex.quote(n)}" for n in names[:8])

@@ -3,23 +3,66 @@ exits 2 (1 for a failed check); a traceback means a pybackward bug.
 
 This module is the entry point only: the `cli` group and its error handling.
 Each command lives in its own module (cmd_*.py), which imports the library
-and `common` (what commands share) and nothing else of the CLI.
+and `common` (what commands share) and nothing else of the CLI. A command's
+module is imported when the command is looked up (`pybackward append ...`
+imports `cmd_append` alone, not the other nine commands' modules and their
+options: start-up, issue #37); `--help` and `cli.commands` import them all.
 """
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 import pybackward
 
-from . import cmd_append, cmd_check, cmd_convert, cmd_diff, cmd_dot, cmd_memory, cmd_ops, cmd_run, cmd_show
-from .common import one_line
-
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
+#: Every command: its module in this package and the click command's name there.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "show": ("cmd_show", "show"), "convert": ("cmd_convert", "convert"), "ops": ("cmd_ops", "ops"),
+    "run": ("cmd_run", "run"), "check": ("cmd_check", "check"), "append": ("cmd_append", "append"),
+    "gradients": ("cmd_append", "gradients"), "diff": ("cmd_diff", "diff"), "dot": ("cmd_dot", "dot"),
+    "stats": ("cmd_memory", "stats"),
+}
 
-class OneLineErrors(click.Group):
+
+class LazyCommands(click.Group):
+    """A group whose commands are imported when looked up (`COMMANDS`).
+
+    click asks `get_command` for the command it runs and `list_commands` for
+    the help; `commands` (click's dict, also read for "Did you mean ...?") is
+    complete whenever it is read."""
+
+    def __init__(self, *args, **kwargs):
+        self._lazy = dict(COMMANDS)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def commands(self) -> dict[str, click.Command]:      # type: ignore[override]
+        for name in list(self._lazy):
+            self._load(name)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value) -> None:
+        self._commands = dict(value or {})
+
+    def _load(self, name: str) -> None:
+        module, attr = self._lazy.pop(name)
+        self._commands.setdefault(name, getattr(importlib.import_module(f"{__package__}.{module}"), attr))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._lazy:
+            self._load(cmd_name)
+        return self._commands.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self._commands, *self._lazy})
+
+
+class OneLineErrors(LazyCommands):
     """click's own errors (a bad option value, a missing argument) as one
     `error:` line and exit 2, like every other bad input; click prints a
     usage block of three lines otherwise."""
@@ -33,10 +76,12 @@ class OneLineErrors(click.Group):
             e.show()
             sys.exit(e.exit_code)
         except click.UsageError as e:
+            from .common import one_line
             cmd = e.ctx.command_path if e.ctx is not None else "pybackward"
             click.echo(f"error: {one_line(e.format_message())} (see '{cmd} --help')", err=True)
             sys.exit(e.exit_code)
         except click.ClickException as e:
+            from .common import one_line
             click.echo(f"error: {one_line(e.format_message())}", err=True)
             sys.exit(e.exit_code)
         except click.Abort:
@@ -49,11 +94,6 @@ class OneLineErrors(click.Group):
 @click.version_option(pybackward.__version__, prog_name="pybackward")
 def cli() -> None:
     """Differentiate PaddlePaddle static programs (ProgramDesc files)."""
-
-
-for _command in (cmd_show.show, cmd_convert.convert, cmd_ops.ops, cmd_run.run, cmd_check.check,
-                 cmd_append.append, cmd_append.gradients, cmd_diff.diff, cmd_dot.dot, cmd_memory.stats):
-    cli.add_command(_command)
 
 
 def main() -> None:

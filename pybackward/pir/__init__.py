@@ -16,7 +16,8 @@ codec (format versions 1-4); the PIR gradient pass goes in
 Modules: `model` (Program, Region, Block, Operation, Value), `types` (types
 and attributes), `reader` / `writer` / `codec` (the JSON format), `versions`
 (format versions and Paddle's patch sets), `text` (the printer), `sniff`
-(PIR or legacy, by content), `canonical` (comparison), `summary`; `opmap` (PIR <-> legacy
+(PIR or legacy, by content), `canonical` (comparison), `summary`, `records` (the record classes
+of `summary` and `vjp_rules`: a dataclass's methods without compiling them at import); `opmap` (PIR <-> legacy
 op names and arguments) and `vjp_rules` (what Paddle's VJP rule of each op appends), both read from
 `pybackward/data/`.
 May import: `pybackward.base`, `pybackward.ops` (op facts), `pybackward.data` files.

@@ -11,7 +11,6 @@ those lines; `diff(a, b)` gives a unified diff of them to read.
 """
 from __future__ import annotations
 
-import difflib
 import json
 from .model import Block, Operation, Program, Value, iter_write_order
 from .floats import to_f32
@@ -128,4 +127,5 @@ def equal(a: Program, b: Program) -> bool:
 
 def diff(a: Program, b: Program, names: tuple[str, str] = ("a", "b"), context: int = 2) -> list[str]:
     """A unified diff of the canonical lines (empty when the programs are equal)."""
+    import difflib          # here: the diff alone needs it (start-up of the commands that only compare)
     return list(difflib.unified_diff(canonical(a), canonical(b), names[0], names[1], n=context, lineterm=""))

@@ -14,10 +14,10 @@ the loss, whether a backward section is there, which ops it uses.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .model import Operation, Program, Value
+from .records import Record, as_plain, set_fields
 from .text import type_text
 from .types import FLOAT_DTYPES, DenseTensorType
 from ..base.listing import human_bytes, name_rows
@@ -26,20 +26,24 @@ NOT_CONSUMING = frozenset({"pd_op.fetch", "builtin.shadow_output"})
 SEED_OPS = frozenset({"pd_op.full", "pd_op.full_like"})
 
 
-@dataclass
-class ValueInfo:
+class ValueInfo(Record):         # records.Record: a dataclass's methods, not compiled at import
     """One value: its name (a user's name or `%N`), shape (-1: unknown), dtype, defining op."""
+    _fields = ("name", "shape", "dtype", "op")
     name: str
     shape: list[int]
     dtype: str
-    op: str | None = None
+    op: str | None
+
+    def __init__(self, name: str, shape: list[int], dtype: str, op: str | None = None) -> None:
+        set_fields(self, name=name, shape=shape, dtype=dtype, op=op)
 
     def text(self) -> str:
         return f"{self.dtype}{self.shape}"
 
 
-@dataclass
-class PirSummary:
+class PirSummary(Record):
+    _fields = ("source", "file_version", "ops", "top_level_ops", "feeds", "parameters", "trainable_parameters",
+               "parameter_elements", "parameter_bytes", "fetches", "losses", "backward_ops", "op_types")
     source: str | None
     file_version: int
     ops: int
@@ -52,14 +56,23 @@ class PirSummary:
     fetches: list[str]
     losses: list[ValueInfo]
     backward_ops: int
-    op_types: dict[str, int] = field(default_factory=dict)
+    op_types: dict[str, int]
+
+    def __init__(self, source: str | None, file_version: int, ops: int, top_level_ops: int, feeds: list[ValueInfo],
+                 parameters: list[ValueInfo], trainable_parameters: int, parameter_elements: int,
+                 parameter_bytes: int, fetches: list[str], losses: list[ValueInfo], backward_ops: int,
+                 op_types: dict[str, int] | None = None) -> None:
+        set_fields(self, source=source, file_version=file_version, ops=ops, top_level_ops=top_level_ops, feeds=feeds,
+                   parameters=parameters, trainable_parameters=trainable_parameters,
+                   parameter_elements=parameter_elements, parameter_bytes=parameter_bytes, fetches=fetches,
+                   losses=losses, backward_ops=backward_ops, op_types={} if op_types is None else op_types)
 
     @property
     def has_backward(self) -> bool:
         return self.backward_ops > 0
 
     def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
+        doc = as_plain(self)
         for key in ("feeds", "parameters"):
             for row in doc[key]:
                 row.pop("op")
@@ -114,7 +127,7 @@ def backward_start(program: Program) -> int:
     the first grad op, moved back over the `full` / `full_like` seed before it."""
     ops = program.block.ops
     first = next((i for i, op in enumerate(ops) if is_grad_op(op) or op.name == "cf.has_elements"
-                  or any(is_grad_op(o) for o in op.walk())), len(ops))
+                  or (op.regions and any(is_grad_op(o) for o in op.walk()))), len(ops))
     while first > 0 and ops[first - 1].name in SEED_OPS:
         first -= 1
     return first
@@ -156,9 +169,13 @@ def loss_candidates(program: Program) -> list[ValueInfo]:
     live: set[int] = set()
     out: list[ValueInfo] = []
     for op in ops[:end]:
-        inputs = [v for inner in op.walk() for v in inner.operands if v is not None]
-        if op.name in ("pd_op.data", "builtin.parameter") or any(id(v) in live for v in inputs):
-            live.update(id(v) for v in op.results)
+        # (set operations in C: this walks every op of the program on each `append` without --loss)
+        if op.regions:
+            inputs = [id(v) for inner in op.walk() for v in inner.operands if v is not None]
+        else:
+            inputs = [id(v) for v in op.operands if v is not None]
+        if op.name in ("pd_op.data", "builtin.parameter") or not live.isdisjoint(inputs):
+            live.update([id(v) for v in op.results])
         if op.name in ("builtin.parameter", "pd_op.data"):
             continue
         for v in op.results:

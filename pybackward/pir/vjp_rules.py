@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..base.errors import PyBackwardError, UnknownOpError
 from .decode import Decoder
+from .records import FrozenRecord, set_fields, replace
 from .types import Attr, Type
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "pir_vjp_rules.json"
@@ -38,8 +38,9 @@ GENERATOR = "testdata/pir_vjp/gen_vjp_rules.py"
 _SOURCE = re.compile(r"(in|out|grad|op)(\d+)(?:\.(\d+))?")
 
 
-@dataclass(frozen=True)
-class Source:
+# The records below are `records.FrozenRecord`s, not @dataclass(frozen=True): the same methods
+# without compiling them at import (~0.9 ms per class, every process that runs the PIR pass).
+class Source(FrozenRecord):
     """Where a value of a rule comes from.
 
     `kind` is `in` (forward operand `index`; `elem`: element of the
@@ -47,9 +48,13 @@ class Source:
     of its `builtin.split`), `grad` (the out_grad of that result) or `op`
     (result `elem` of the rule's `index`-th appended op)."""
 
+    _fields = ("kind", "index", "elem")
     kind: str
     index: int
-    elem: int | None = None
+    elem: int | None
+
+    def __init__(self, kind: str, index: int, elem: int | None = None) -> None:
+        set_fields(self, kind=kind, index=index, elem=elem)
 
     @classmethod
     def parse(cls, token: str) -> "Source":
@@ -67,15 +72,17 @@ class Source:
         return f"{self.kind}{self.index}" + ("" if self.elem is None else f".{self.elem}")
 
 
-@dataclass(frozen=True)
-class Copied:
+class Copied(FrozenRecord):
     """An attribute the appended op copies from the forward op's attribute `name`."""
 
+    _fields = ("name",)
     name: str
 
+    def __init__(self, name: str) -> None:
+        set_fields(self, name=name)
 
-@dataclass(frozen=True)
-class EmittedOp:
+
+class EmittedOp(FrozenRecord):
     """One op a rule appends.
 
     `operands`: a `Source` each, or None for a null operand. `attrs`: name ->
@@ -83,12 +90,19 @@ class EmittedOp:
     result, the `Source` of a forward value whose type it has, the `Type` itself
     when no forward value has it, or None for a null result."""
 
+    _fields = ("name", "operands", "attrs", "results", "stop_gradient", "regions")
     name: str
     operands: tuple[Source | None, ...]
     attrs: Mapping[str, "Copied | Attr"]
     results: tuple["Source | Type | None", ...]
-    stop_gradient: tuple[bool, ...] | None = None
-    regions: int = 0
+    stop_gradient: tuple[bool, ...] | None
+    regions: int
+
+    def __init__(self, name: str, operands: tuple[Source | None, ...], attrs: Mapping[str, "Copied | Attr"],
+                 results: tuple["Source | Type | None", ...], stop_gradient: tuple[bool, ...] | None = None,
+                 regions: int = 0) -> None:
+        set_fields(self, name=name, operands=operands, attrs=attrs, results=results, stop_gradient=stop_gradient,
+              regions=regions)
 
     @property
     def copied_attrs(self) -> dict[str, str]:
@@ -104,16 +118,18 @@ class EmittedOp:
         return replace(self, results=tuple(None if i in nulls else r for i, r in enumerate(self.results)))
 
 
-@dataclass(frozen=True)
-class RuleBody:
+class RuleBody(FrozenRecord):
     """The ops a rule appends and what it returns: input key (`in0`, `in0.1`) -> Source or None."""
 
+    _fields = ("ops", "returns")
     ops: tuple[EmittedOp, ...]
     returns: Mapping[str, Source | None]
 
+    def __init__(self, ops: tuple[EmittedOp, ...], returns: Mapping[str, Source | None]) -> None:
+        set_fields(self, ops=ops, returns=returns)
 
-@dataclass(frozen=True)
-class VjpRule:
+
+class VjpRule(FrozenRecord):
     """The VJP rule of one PIR op, as Paddle 3.3.1's `call_vjp` runs it (prim off).
 
     `inputs` / `outputs` / `attr_names`: the forward op's operand, result and
@@ -124,6 +140,8 @@ class VjpRule:
     stopped inputs' gradients null (or, for `absent:NAME`, the default itself);
     `variants`: the others, whole. `probe`: how the recorded program was made."""
 
+    _fields = ("op", "kind", "probe", "inputs", "grad_inputs", "vector_inputs", "optional_inputs", "outputs",
+               "attr_names", "ops", "returns", "variants_checked", "variants")
     op: str
     kind: str
     probe: str
@@ -135,8 +153,18 @@ class VjpRule:
     attr_names: tuple[str, ...]
     ops: tuple[EmittedOp, ...]
     returns: Mapping[str, Source | None]
-    variants_checked: tuple[str, ...] = ()
-    variants: Mapping[str, "RuleBody | str"] = field(default_factory=dict)
+    variants_checked: tuple[str, ...]
+    variants: Mapping[str, "RuleBody | str"]
+
+    def __init__(self, op: str, kind: str, probe: str, inputs: tuple[str, ...], grad_inputs: tuple[str, ...],
+                 vector_inputs: tuple[str, ...], optional_inputs: tuple[str, ...], outputs: tuple[str, ...],
+                 attr_names: tuple[str, ...], ops: tuple[EmittedOp, ...], returns: Mapping[str, Source | None],
+                 variants_checked: tuple[str, ...] = (), variants: Mapping[str, "RuleBody | str"] | None = None
+                 ) -> None:
+        set_fields(self, op=op, kind=kind, probe=probe, inputs=inputs, grad_inputs=grad_inputs,
+              vector_inputs=vector_inputs, optional_inputs=optional_inputs, outputs=outputs, attr_names=attr_names,
+              ops=ops, returns=returns, variants_checked=variants_checked,
+              variants={} if variants is None else variants)
 
     @property
     def single(self) -> EmittedOp | None:

@@ -11,11 +11,11 @@ attribute is copied or constant, as recorded.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from ...base.errors import UnknownOpError
 from ...pir.model import Block, Operation, Value
+from ...pir.records import replace
 from ...pir.types import NULL_TYPE, Attr, DenseTensorArrayType, DenseTensorType, Type, VectorType
 from ...pir.vjp_rules import EmittedOp, RuleBody, Source, VjpRule, require_rule
 from .control_flow import stop_flag
