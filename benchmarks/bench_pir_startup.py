@@ -1,6 +1,7 @@
 """PIR programs against the JSON floor: start-up on LeNet, and the 3,000-layer MLP (issue #37 item 5).
 
     python benchmarks/bench_pir_startup.py [--repeat 7] [--layers 3000] [--paddle PY] [--no-deep] [--json OUT]
+        [--before DIR]
 
 The PIR twins of bench_startup.py's and bench_lower_bound.py's tables. A PIR program is
 JSON, so the floor is what any tool that reads and writes one must do with the
@@ -13,7 +14,9 @@ MLP (op for op Paddle's; Paddle's own call takes minutes at 3,000 layers).
 **Start-up** (whole processes, `--repeat` interleaved rounds after a warm-up round,
 bytecode compiled into a temporary PYTHONPYCACHEPREFIX; best CPU time of the
 children, and the wall time of the best-wall run): `python -c pass`, the floor,
-`pybackward show`, `append` (target <= 3x the floor), `gradients`, `convert`.
+`pybackward show`, `append` (target <= 3x the floor), `gradients`, `convert`. With `--before DIR`
+(a tree holding another version's pybackward/ and cli/, e.g. `git archive HEAD pybackward cli | tar -x -C
+DIR`), the same rows of that version too, in the same rounds, and its MLP `append` beside ours.
 
 **Deep** (`--layers`, default 3,000 `fc(relu)` layers, width 16, mean loss, built and
 saved by Paddle in PIR mode with `paddle_pir_mlp.py --no-call`, or by pybackward's
@@ -59,7 +62,7 @@ os.replace(tmp, dst)
 """
 
 #: Runs argv as its only child; reports the child's wall and CPU time (and peak RSS).
-from bench_startup import WRAP  # noqa: E402  (the script's own folder is on sys.path)
+from bench_startup import WRAP, before_env  # noqa: E402  (the script's own folder is on sys.path)
 
 DEFAULT_PADDLE = ROOT / ".paddle-venv" / "bin" / "python"
 
@@ -78,13 +81,13 @@ def run_once(argv: list[str], env: dict) -> dict:
     return res
 
 
-def measure(rows: list[tuple[str, list[str]]], repeat: int, env: dict) -> dict:
-    """Each row `repeat` times in interleaved rounds after one warm-up round: best CPU,
-    best wall, median CPU."""
-    runs: dict[str, list[dict]] = {name: [] for name, _ in rows}
+def measure(rows: list[tuple], repeat: int, env: dict) -> dict:
+    """Each row (name, argv[, env]) `repeat` times in interleaved rounds after one warm-up
+    round: best CPU, best wall, median CPU."""
+    runs: dict[str, list[dict]] = {row[0]: [] for row in rows}
     for i in range(repeat + 1):
-        for name, argv in rows:
-            res = run_once(argv, env)
+        for name, argv, *row_env in rows:
+            res = run_once(argv, row_env[0] if row_env else env)
             if i:
                 runs[name].append(res)
     out = {}
@@ -118,21 +121,35 @@ def print_rows(title: str, results: dict, floor: str, targets: dict) -> None:
               f"{r['rss_kib'] / 1024:.0f} | {targets.get(name, '')} |")
 
 
-def startup(tmp: str, repeat: int, env: dict) -> dict:
-    out = os.path.join(tmp, "lenet.out.json")
+def startup(tmp: str, repeat: int, env: dict, before: str | None = None) -> dict:
     loss, inp = LENET_LOSS_INPUT
-    rows = [
+
+    def out_of(tag: str) -> str:
+        return os.path.join(tmp, f"lenet.out{tag}.json")
+
+    def commands(label: str, tag: str) -> list[tuple[str, list[str]]]:
+        return [
+            (f"{label}pybackward show", [*cli(), "show", str(LENET)]),
+            (f"{label}pybackward append", [*cli(), "append", "--force", "-q", str(LENET), out_of(tag)]),
+            (f"{label}pybackward gradients", [*cli(), "gradients", "-q", "--target", loss, "--input", inp,
+                                              str(LENET), os.path.join(tmp, f"lenet.grads{tag}.json")]),
+            (f"{label}pybackward convert", [*cli(), "convert", str(LENET), os.path.join(tmp, f"lenet.conv{tag}.json")]),
+        ]
+
+    rows: list[tuple] = [
         ("python -c pass", [sys.executable, "-c", "pass"]),
         ("floor", [sys.executable, "-c", FLOOR, str(LENET), str(LENET_BWD), os.path.join(tmp, "floor.json")]),
-        ("pybackward show", [*cli(), "show", str(LENET)]),
-        ("pybackward append", [*cli(), "append", "--force", "-q", str(LENET), out]),
-        ("pybackward gradients", [*cli(), "gradients", "-q", "--target", loss, "--input", inp, str(LENET),
-                                  os.path.join(tmp, "lenet.grads.json")]),
-        ("pybackward convert", [*cli(), "convert", str(LENET), os.path.join(tmp, "lenet.conv.json")]),
+        *commands("", ""),
     ]
+    if before:
+        benv = before_env(env, before)
+        rows += [(*row, benv) for row in commands("before: ", ".before")]
+    out = out_of("")
     results = measure(rows, repeat, env)
     if not same_program(Path(out), LENET_BWD):
         raise RuntimeError("append's output differs from testdata/pir_backward/lenet.bwd.json")
+    if before and Path(out).read_bytes() != Path(out_of(".before")).read_bytes():
+        raise RuntimeError("append's output differs from the --before version's")
     return results
 
 
@@ -190,15 +207,21 @@ def in_process(src: Path, out: Path, repeat: int) -> dict:
     return {"ours": {k: min(v) for k, v in ours.items()}, "floor": {k: min(v) for k, v in floor.items()}}
 
 
-def deep(tmp: str, layers: int, repeat: int, env: dict, paddle: str | None) -> dict:
+def deep(tmp: str, layers: int, repeat: int, env: dict, paddle: str | None, before: str | None = None) -> dict:
     src, out = Path(tmp) / f"mlp{layers}.json", Path(tmp) / f"mlp{layers}.out.json"
     who = mlp_program(layers, src, paddle)
-    rows = [
+    rows: list[tuple] = [
         ("floor", [sys.executable, "-c", FLOOR, str(src), str(out), os.path.join(tmp, "mlpfloor.json")]),
         ("pybackward append", [*cli(), "append", "--force", "-q", str(src), str(out)]),
     ]
+    if before:
+        rows.append(("before: pybackward append",
+                     [*cli(), "append", "--force", "-q", str(src), str(out.with_suffix(".before.json"))],
+                     before_env(env, before)))
     subprocess.run(rows[1][1], check=True, env=env)      # the stand-in output exists before the floor runs
     results = measure(rows, repeat, env)
+    if before and out.read_bytes() != out.with_suffix(".before.json").read_bytes():
+        raise RuntimeError("the MLP's append output differs from the --before version's")
     return {"built_by": who, "bytes_in": src.stat().st_size, "bytes_out": out.stat().st_size,
             "process": results, "in_process": in_process(src, out, repeat)}
 
@@ -211,19 +234,26 @@ def main() -> int:
     ap.add_argument("--no-deep", action="store_true")
     ap.add_argument("--no-startup", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="a tree holding another version's pybackward/ and cli/: its rows too")
     args = ap.parse_args()
+    before = os.path.abspath(args.before) if args.before else None
     paddle = next((c for c in (args.paddle, os.environ.get("PYBACKWARD_PADDLE_PYTHON"), str(DEFAULT_PADDLE))
                    if c and Path(c).exists()), None)
     tmp = tempfile.mkdtemp(prefix="bench_pir_startup_")
     report: dict = {"load": [load_avg()]}
+    cwd = os.getcwd()
+    # The children run in `tmp`: `python -m` puts the working directory first on sys.path, so from
+    # the checkout it would shadow the --before tree's PYTHONPATH.
+    os.chdir(tmp)
     try:
-        env = env_with_cache(os.path.join(tmp, "pycache"))
+        env = dict(env_with_cache(os.path.join(tmp, "pycache")), PYTHONPATH=str(ROOT))
         if not args.no_startup:
-            report["startup"] = startup(tmp, args.repeat, env)
+            report["startup"] = startup(tmp, args.repeat, env, before)
             print_rows(f"Start-up, PIR LeNet, whole process, best of {args.repeat} interleaved rounds",
                        report["startup"], "floor", {"pybackward append": "<= 3x floor"})
         if not args.no_deep:
-            d = report["deep"] = deep(tmp, args.layers, args.repeat, env, paddle)
+            d = report["deep"] = deep(tmp, args.layers, args.repeat, env, paddle, before)
             print_rows(f"{args.layers}-layer PIR MLP ({d['bytes_in']:,} -> {d['bytes_out']:,} bytes, built by "
                        f"{d['built_by']}), whole process", d["process"], "floor", {"pybackward append": "<= 3x floor"})
             ip = d["in_process"]
@@ -232,6 +262,7 @@ def main() -> int:
                   f"json.loads {ip['floor']['parse']:.3f} + json.dumps {ip['floor']['serialise']:.3f} = "
                   f"{ip['floor']['total']:.3f}; ratio {ip['ours']['total'] / ip['floor']['total']:.2f}x (target 6x)")
     finally:
+        os.chdir(cwd)
         shutil.rmtree(tmp, ignore_errors=True)
     report["load"].append(load_avg())
     print(f"\nload average {report['load'][0]} at the start, {report['load'][1]} at the end")

@@ -17,6 +17,14 @@ one run so the ratios compare like with like on a shared machine:
 | `pybackward run` | one forward run of LeNet (kernels: NumPy and the families, for comparison) |
 | before: ... | with `--before DIR`: `--help` and `append` of the checkout in DIR |
 
+`--dot` adds the worst cases of `dot`'s folding of repeated layers
+(`views/graph.repeated_runs`, which looks for layers up to 400 ops long): a
+9,000-op program with no repeats (24 unary op types in a seeded random
+order), one with a long period (a 375-op layer of the same types, 24 times)
+and the 3,000-layer MLP (9,001 ops, period 3). For each, `pybackward dot`
+as a whole process (and the `--before` checkout's), and `repeated_runs`
+alone in process (best of 3, in a process of each checkout).
+
 `--before DIR` adds the `--help` and `append` rows of another checkout's
 `pybackward/` and `cli/` (e.g. `git archive HEAD pybackward cli | tar -x -C
 DIR`), run from DIR through PYTHONPATH in the same run: the before/after.
@@ -113,6 +121,66 @@ def before_env(env: dict, tree: str) -> dict:
     return dict(env, PYTHONPATH=tree)
 
 
+UNARY = ["relu", "tanh", "sigmoid", "exp", "abs", "sqrt", "square", "log", "softsign", "softplus", "sin", "cos",
+         "floor", "ceil", "round", "reciprocal", "rsqrt", "silu", "gelu", "elu", "selu", "relu6", "swish", "mish"]
+
+
+def build_chain(n: int, period: int | None, seed: int = 7) -> bytes:
+    """`n` unary ops in a chain; op types in a seeded random order (`period`: the first
+    `period` types repeated), var scopes of 50 ops each (what `dot` collapses by)."""
+    import random
+
+    import pybackward
+    rng = random.Random(seed)
+    types = [rng.choice(UNARY) for _ in range(period or n)]
+    prog = pybackward.Program()
+    b = prog.global_block()
+    b.create_var("x", [-1, 16], "float32", stop_gradient=True, need_check_feed=True)
+    h = "x"
+    for i in range(n):
+        t = b.create_var(f"blk_{i // 50}.tmp_{i}", [-1, 16], "float32")
+        b.append_op(types[i % len(types)], {"X": [h]}, {"Out": [t]}, {"op_role": 0})
+        h = t.name
+    return pybackward.dumps(prog)
+
+
+#: In a process of one checkout: `repeated_runs` on block 0 of argv[1], best of 3 (CPU s).
+FOLD_TIME = r"""
+import json, sys, time
+import pybackward
+from pybackward.views.graph import repeated_runs
+ops = pybackward.load(sys.argv[1]).global_block().ops
+best, runs = 1e9, None
+for _ in range(3):
+    t = time.process_time(); runs = repeated_runs(ops); best = min(best, time.process_time() - t)
+print(json.dumps({"cpu": best, "runs": [(r.start, r.period, r.count) for r in runs]}))
+"""
+
+
+def dot_cases(tmp: str) -> dict[str, str]:
+    """The worst cases of the folding, and the MLP, written to `tmp`."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_backward import build_mlp
+    out = {}
+    for name, data in (("no repeats", build_chain(9000, None)), ("long period", build_chain(9000, 375)),
+                       ("3,000-layer MLP", build_mlp(3000))):
+        path = os.path.join(tmp, name.replace(" ", "_").replace(",", "") + ".pb")
+        Path(path).write_bytes(data)
+        out[name] = path
+    return out
+
+
+def fold_times(cases: dict[str, str], env: dict) -> dict[str, dict]:
+    """`repeated_runs` alone, in a process of the checkout `env` runs."""
+    res = {}
+    for name, path in cases.items():
+        r = subprocess.run([sys.executable, "-c", FOLD_TIME, path], capture_output=True, text=True, env=env)
+        if r.returncode:
+            raise RuntimeError(r.stderr[-500:])
+        res[name] = json.loads(r.stdout.strip().splitlines()[-1])
+    return res
+
+
 def machine() -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
@@ -125,10 +193,17 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--before", default=None, metavar="DIR",
                     help="a tree holding another version's pybackward/ and cli/: its --help and append too")
+    ap.add_argument("--dot", action="store_true",
+                    help="also `dot` on the folding's worst cases (no repeats, a long period) and the MLP")
     args = ap.parse_args()
+    before = os.path.abspath(args.before) if args.before else None
     tmp = tempfile.mkdtemp(prefix="bench_startup_")
+    cwd = os.getcwd()
+    # The children run in `tmp`: `python -m` puts the working directory first on sys.path, so from
+    # the checkout it would shadow the --before tree's PYTHONPATH (its rows would run this pybackward).
+    os.chdir(tmp)
     try:
-        env = _env(os.path.join(tmp, "pycache"))
+        env = dict(_env(os.path.join(tmp, "pycache")), PYTHONPATH=str(ROOT))
         fwd, bwd = str(LENET / "forward.pb"), str(LENET / "backward.pb")
         out = os.path.join(tmp, "out.pb")
         rows = [
@@ -141,14 +216,27 @@ def main() -> None:
             ("pybackward run", [*cli(), "run", fwd], env),
         ]
         if args.before:
-            benv = before_env(env, os.path.abspath(args.before))
+            benv = before_env(env, before)
             rows += [("before: pybackward --help", [*cli(), "--help"], benv),
                      ("before: pybackward append",
                       [*cli(), "append", "--loss", "mean_0.tmp_0", fwd, out + ".before"], benv)]
+        folds: dict[str, dict] = {}
+        if args.dot:
+            cases = dot_cases(tmp)
+            trees = [("after", "", env)] + ([("before", "before: ", benv)] if args.before else [])
+            for tag, label, tenv in trees:
+                rows += [(f"{label}pybackward dot ({name})", [*cli(), "dot", path, "-o", f"{path}.{tag}.dot"], tenv)
+                         for name, path in cases.items()]
+                folds[tag] = fold_times(cases, tenv)
         results = measure_all(rows, args.repeat)
+        if args.dot and args.before:
+            for path in cases.values():
+                if Path(f"{path}.after.dot").read_bytes() != Path(f"{path}.before.dot").read_bytes():
+                    raise RuntimeError(f"dot's output differs before and after on {path}")
         if Path(out).read_bytes() != Path(bwd).read_bytes():
             raise RuntimeError("append's output differs from testdata/models/lenet/backward.pb")
     finally:
+        os.chdir(cwd)
         shutil.rmtree(tmp, ignore_errors=True)
     floor = results["floor"]["wall"]
     floor_cpu = results["floor"]["cpu"]
@@ -161,11 +249,20 @@ def main() -> None:
               f"{r['cpu'] / floor_cpu:.2f}x | {targets.get(name, '')} |")
     ok_help = results["pybackward --help"]["wall"] <= 0.12
     ok_append = results["pybackward append"]["wall"] <= 3 * floor
+    if folds:
+        print("\n`repeated_runs` alone, CPU s (best of 3)")
+        print("| program | " + " | ".join(folds) + " | runs found |")
+        print("|---|" + "---|" * len(folds) + "---|")
+        for name in next(iter(folds.values())):
+            got = [f[name] for f in folds.values()]
+            same = all(g["runs"] == got[0]["runs"] for g in got)
+            print(f"| {name} | " + " | ".join(f"{g['cpu']:.4f}" for g in got)
+                  + f" | {len(got[0]['runs'])}{'' if same else ' (DIFFER)'} |")
     print(f"--help {'meets' if ok_help else 'misses'} 0.12 s; append {'meets' if ok_append else 'misses'} "
           f"3x the floor ({results['pybackward append']['wall'] / floor:.2f}x)")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine(), "repeat": args.repeat,
-                                               "results": results}, indent=1))
+                                               "results": results, "folding": folds}, indent=1))
 
 
 if __name__ == "__main__":
