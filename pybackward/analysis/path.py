@@ -254,8 +254,10 @@ def unused_outputs(block: Block, path: list[Operator], targets: list[Variable],
         if op.sub_block is None:
             in_set = set(ins)
             for n in op.output_arg_names:
+                if n in needed or n in in_set:
+                    continue
                 v = block.find_var_recursive(n)
-                if n not in needed and n not in in_set and not (v is not None and v.stop_gradient):
+                if not (v is not None and v.stop_gradient):
                     unused.add(n)
-        needed.update(n for n in ins if n not in no_grad)
+        needed.update([n for n in ins if n not in no_grad])
     return unused

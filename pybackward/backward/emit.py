@@ -313,15 +313,24 @@ def _emit_bytes(block: Block, ops: Sequence[GradOp],
                 p = params.get(slot)
                 if p is None:
                     p = params[slot] = _field(0x0A, slot.encode())
-                enc = [p]
-                for a in names:
+                if len(names) == 1:       # (most slots: no list to join)
+                    a = names[0]
                     e = args.get(a)
                     if e is None:
                         e = a.encode()
                         n = len(e)
                         e = args[a] = short[n] + e if n < 0x80 else length_delimited(0x12, e)
-                    enc.append(e)
-                data = b"".join(enc)
+                    data = p + e
+                else:
+                    enc = [p]
+                    for a in names:
+                        e = args.get(a)
+                        if e is None:
+                            e = a.encode()
+                            n = len(e)
+                            e = args[a] = short[n] + e if n < 0x80 else length_delimited(0x12, e)
+                        enc.append(e)
+                    data = b"".join(enc)
                 n = len(data)
                 body.append(heads[n] + data if n < 0x80 else length_delimited(heads[0][0], data))
                 names_out.extend(names)
@@ -395,14 +404,22 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
         def exists(name: str) -> bool:
             return name in created or (name in own and name != EMPTY_VAR_NAME)
 
+        grad_types = _GRAD_TYPES
+
         def new_var(name: str, lod_level: bool) -> NewVar:
-            # _grad_var_desc, with find_var_desc's fast case inlined
-            fwd_name = strip_grad_suffix(name)
+            # _grad_var_desc, with find_var_desc's fast case, strip_grad_suffix's
+            # common case and _grad_type's cache hit inlined
+            if name.endswith(GRAD_SUFFIX) and name.find("@GRA") == len(name) - 5 and "grad/" not in name:
+                fwd_name = name[:-5]
+            else:
+                fwd_name = strip_grad_suffix(name)
             fwd = None if fwd_name == EMPTY_VAR_NAME else created.get(fwd_name)
             if fwd is None and fwd_name != EMPTY_VAR_NAME:
                 v = own.get(fwd_name)
                 fwd = v.desc if v is not None else None
-            return NewVar(name, _grad_type(fwd.type if fwd is not None else _FP32, lod_level))
+            fwd_type = fwd.type if fwd is not None else _FP32
+            t = grad_types.get((fwd_type.SerializePartialToString(), lod_level))
+            return NewVar(name, t if t is not None else _grad_type(fwd_type, lod_level))
     else:
         def exists(name: str) -> bool:
             return name in created or find_var_desc(block, name, pending) is not None
@@ -422,7 +439,9 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
             remove.append(i)
             continue
         grad_ins = [n for n in ins if GRAD_SUFFIX in n]
-        if grad_ins and not any(exists(n) or n in loop_vars for n in grad_ins):
+        # (one made by an earlier op, the common case, answers in C)
+        if grad_ins and created.keys().isdisjoint(grad_ins) and not any(
+                exists(n) or n in loop_vars for n in grad_ins):
             remove.append(i)
             continue
         op_type = op.type
@@ -506,7 +525,19 @@ def _append_vars_sorted(block: Block, new: list["NewVar | pb.VarDesc"]) -> None:
     added = [(v.name, v.SerializePartialToString()) for v in block.desc.vars[keep:]]
     if added:
         del block.desc.vars[keep:]
-    rows = added + [(v.name, v.wire() if type(v) is NewVar else v.SerializePartialToString()) for v in new]
+    fields, names = _TYPE_FIELDS, _NAME_HEADS
+    rows = added
+    for v in new:
+        if type(v) is NewVar:     # NewVar.wire, inline
+            name = v.name
+            e = name.encode()
+            t = fields.get(id(v.type))
+            if t is None:
+                t = _type_field(v.type)
+            rows.append((name, (names[len(e)] if len(e) < 0x80 else length_delimited(0x0A, b"", len(e)))
+                         + e + t + b"\x30\x00"))
+        else:
+            rows.append((v.name, v.SerializePartialToString()))
     rows.sort(key=itemgetter(0))
     heads = _VAR_HEADS
     block.desc.MergeFromString(b"".join([heads[len(data)] + data if len(data) < 0x80

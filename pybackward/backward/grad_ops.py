@@ -9,6 +9,7 @@ subgraph pruning, and emission into the target block with callbacks.
 from __future__ import annotations
 
 import dataclasses
+from operator import itemgetter
 from typing import Any, Iterable, Sequence
 
 from .._proto import framework_pb2 as pb
@@ -22,7 +23,7 @@ from .deviations import (accumulate_array_read_grads, carried_in_place, copy_gra
                          refuse_aliased_outputs, report_grads_written_in_place, split_loop_var_versions,
                          zero_seeds_of_loop_grads)
 from .emit import Callback, emit, fill_op_desc
-from ..legacy.names import GRAD_SUFFIX, grad_name, repeated_grad_name
+from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX, grad_name, repeated_grad_name
 from .prune import find_not_needed, remove_no_grad_branch
 from ..legacy.wire import attrs_tail
 
@@ -86,20 +87,57 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
     (`core.get_grad_op_desc`), with the forward op's `op_device` copied on,
     as append_backward does. `no_grad` holds `name@GRAD` names; `grad_blocks`
     the grad blocks already made for the op's sub-blocks. Slots are sorted."""
+    return make_op_grads_mapped(op, no_grad, grad_blocks)[0]
+
+
+def make_op_grads_mapped(op: Operator, no_grad: set[str] | frozenset[str],
+                         grad_blocks: Sequence[int] = ()) -> tuple[list[GradOp], dict[str, str] | None]:
+    """`make_op_grads`, and the ops' `grad_to_var` map when a template gave
+    it (None: the caller computes it).
+
+    The grad ops of an op whose type declares a `GradSpec` depend only on
+    the spec, the op's attr bytes (its device, the attrs the grad ops copy),
+    its slots' names and arities, and which of its inputs' gradients are
+    no-grad: the names are substituted by position. So they are made once
+    per such key by the spec's maker, recorded as a template (`_Template`),
+    and repeated layers take the template with their own names."""
     opdef = registry.find(op.type)
     if opdef is None:
         raise UnknownOpError(f"{where(op.block.program.source, op.block.idx, op_type=op.type)}: "
                              f"unknown op type '{op.type}' on the gradient path")
+    desc = op.desc
+    # The attr bytes key emit.fill_op_desc's cache and the templates, and
+    # give the device once per distinct attr list rather than by a scan of
+    # every op's attrs.
+    tail = attrs_tail(desc.SerializePartialToString())
+    # (a GradSpec made by the registry's own maker: an OpDef subclass with
+    # its own `make_grad` may read more than slots and positions)
+    spec = (opdef.grad if not grad_blocks and opdef.grad_kind == "spec"
+            and type(opdef).make_grad is _SPEC_MAKER else None)
+    if spec is not None:
+        # (the argument tuples every later step reads: made here from the
+        # slot records, once)
+        ins, outs = op.input_arg_names, op.output_arg_names
+        if GRAD_SUFFIX in "\0".join(ins + outs):
+            # (a grad op differentiated again: which of the names it copies
+            # read as gradients in the grad-to-var map depends on the names)
+            spec = None
+    if spec is not None:
+        rec_ins, rec_outs = op.slot_records()
+        gins = [a + GRAD_SUFFIX for a in ins]
+        key = (id(spec), tail, tuple([(s, len(args)) for s, args in rec_ins]),
+               tuple([(s, len(args)) for s, args in rec_outs]), tuple(map(no_grad.__contains__, gins)))
+        tmpl = _TEMPLATES.get(key)
+        if tmpl is not None and tmpl.spec is spec:
+            return tmpl.instantiate([*ins, *outs, *gins, *[a + GRAD_SUFFIX for a in outs], EMPTY_VAR_NAME],
+                                    desc.attrs)
     view = _fwd_view(op, no_grad, grad_blocks, copy=opdef.grad_kind != "spec")
     try:
         grads = opdef.make_grad(view)
     except UnknownOpError as e:
         raise UnknownOpError(f"{where(op.block.program.source, op.block.idx, op.idx, op.type)}: {e}") from None
     if not grads:
-        return grads
-    # The attr bytes key emit.fill_op_desc's cache, and the device read once
-    # per distinct attr list rather than by a scan of every op's attrs.
-    tail = attrs_tail(op.desc.SerializePartialToString())
+        return grads, None
     seen = _DEVICES.get(tail)
     if seen is None:
         device = op.attr(OP_DEVICE_ATTR)
@@ -118,7 +156,84 @@ def make_op_grads(op: Operator, no_grad: set[str] | frozenset[str],
         g.outputs = dict(sorted(g.outputs.items()))
         if device is not None:
             g.attrs[OP_DEVICE_ATTR] = device
-    return grads
+    if spec is None:
+        return grads, None
+    mapped = grad_to_var(op, grads)
+    if device is None or type(device) is str:
+        tmpl = _Template.record(spec, grads, mapped, [*ins, *outs, *gins, *[a + GRAD_SUFFIX for a in outs],
+                                                      EMPTY_VAR_NAME], base, tail)
+        if tmpl is not None:
+            if len(_TEMPLATES) >= _TEMPLATES_MAX:
+                _TEMPLATES.clear()
+            _TEMPLATES[key] = tmpl
+    return grads, mapped
+
+
+class _Template:
+    """The grad ops a `GradSpec` made for one forward op, with every name
+    replaced by its position among the forward op's names (`vals`: its
+    input args, output args, their `@GRAD`s, `@EMPTY@`), and their
+    `grad_to_var` map the same way. Recorded only from an op whose names
+    are all distinct, so each position is unambiguous; the spec's maker
+    finds names by slot and position only, so any op with the same key
+    gets these ops with its own names."""
+
+    __slots__ = ("spec", "ops", "mapped", "tail")
+
+    def __init__(self, spec: Any, ops: list, mapped: list, tail: bytes):
+        self.spec = spec
+        self.ops = ops          # [(type, input slots, output slots (`_slot_plan`), attrs, uses base attrs)]
+        self.mapped = mapped    # [(grad pos, forward pos), ...] in the map's order
+        self.tail = tail        # the forward op's attr bytes (part of the key: equal for every hit)
+
+    @classmethod
+    def record(cls, spec: Any, grads: list[GradOp], mapped: dict[str, str], vals: list[str],
+               base: Any, tail: bytes) -> "_Template | None":
+        where_ = {v: i for i, v in enumerate(vals)}
+        if len(where_) != len(vals):
+            return None
+        try:
+            ops = [(g.type, _slot_plan({s: [where_[a] for a in args] for s, args in g.inputs.items()}),
+                    _slot_plan({s: [where_[a] for a in args] for s, args in g.outputs.items()}),
+                    dict(g.attrs), g.base_attrs is base)
+                   for g in grads]
+            pairs = [(where_[k], where_[v]) for k, v in mapped.items()]
+        except KeyError:        # a name that is no forward name (not a spec's)
+            return None
+        for g in grads:
+            if g.fresh or g.grad_to_var is not None or type(g) is not GradOp or (
+                    g.base_attrs is not base and g.base_attrs):
+                return None
+        return cls(spec, ops, pairs, tail)
+
+    def instantiate(self, vals: list[str], attrs_desc: Any) -> tuple[list[GradOp], dict[str, str]]:
+        base_key = (attrs_desc, self.tail, len(attrs_desc))
+        grads = []
+        for type_, ins, outs, attrs, based in self.ops:
+            g = GradOp(type_, {s: [vals[k]] if k is not None else list(f(vals)) if f is not None else []
+                               for s, k, f in ins},
+                       {s: [vals[k]] if k is not None else list(f(vals)) if f is not None else []
+                        for s, k, f in outs},
+                       attrs_desc if based else (), dict(attrs))
+            if based:
+                g.base_key = base_key
+            grads.append(g)
+        return grads, {vals[i]: vals[j] for i, j in self.mapped}
+
+
+def _slot_plan(slots: dict[str, list[int]]) -> tuple:
+    """A template's slots as (slot, position, None) for a slot of one name
+    (the common case, filled by one index), (slot, None, getter) for more
+    (an itemgetter), (slot, None, None) for none."""
+    return tuple([(s, pos[0], None) if len(pos) == 1 else (s, None, itemgetter(*pos) if pos else None)
+                  for s, pos in slots.items()])
+
+
+_SPEC_MAKER = registry.OpDef.make_grad
+#: (id(spec), attr bytes, input slot arities, output slot arities, no-grad
+#: mask of the inputs' gradients) -> its `_Template`
+_TEMPLATES: dict[tuple, _Template] = {}
+_TEMPLATES_MAX = 4096
 
 
 _DEVICES: dict[bytes, tuple[bytes, str | None]] = {}
@@ -211,10 +326,12 @@ def append_backward_ops(block: Block, path: list[Operator], targets: list[Variab
             append_backward_ops(sub, state.sub_paths.get(sub.idx, []), targets, gblock, state, None,
                                 loop_owner=loop)
             grad_blocks.append(gblock.idx)
-        grads = make_op_grads(op, state.no_grad[block.idx], grad_blocks)
+        grads, op_grad_to_var = make_op_grads_mapped(op, state.no_grad[block.idx], grad_blocks)
         if op.sub_block is not None and op.sub_block in state.loop_seeds:
             grads[:0] = zero_seeds_of_loop_grads(state.loop_seeds.pop(op.sub_block), descs)
-        op_grad_to_var = grad_to_var(op, grads)
+            op_grad_to_var = None
+        if op_grad_to_var is None:
+            op_grad_to_var = grad_to_var(op, grads)
         if times > 1:
             fwd_inputs = set(op.input_arg_names)
             for g in grads:

@@ -154,8 +154,11 @@ def check_declared(program: Program, block: Block, start: int, grad_blocks: Iter
 
     for b, ops in [(block, block.ops[start:])] + [(blocks[i], blocks[i].ops) for i in sorted(grad_blocks)]:
         own = b.vars
+        declared = own.__contains__
         for op in ops:
             for outputs, args in ((False, op.input_arg_names), (True, op.output_arg_names)):
+                if all(map(declared, args)):      # (the common case, in one call)
+                    continue
                 for name in args:
                     if name in own or name == EMPTY_VAR_NAME or visible(b, name):
                         continue

@@ -99,9 +99,10 @@ def rename_existing_grads(program: Program, block: Block, start: int, grad_to_va
     var_map = dict(target_grad_map)
     skip = set(skip)
     for op in block.ops[start:]:
-        for name in op.input_arg_names:
-            if name in var_map:
-                op.rename_input(name, var_map[name])
+        if var_map and not var_map.keys().isdisjoint(op.input_arg_names):
+            for name in op.input_arg_names:
+                if name in var_map:
+                    op.rename_input(name, var_map[name])
         for name in op.output_arg_names:
             if GRAD_SUFFIX not in name or not block.has_var(name) or name in skip:
                 continue
@@ -167,14 +168,19 @@ def params_and_grads(program: Program, loss: Variable, params: list[str],
     `PassState.emitted_attrs` (the attr bytes of the ops emitted as bytes)."""
     root = program.global_block()
     pairs: list[tuple[Variable, Variable | None]] = []
+    tags: list[tuple[str, str]] = []       # (param, grad) names, read once
     for p in params:
         if p not in grad_info:
             continue
         gname, gblock = grad_info[p]
-        pairs.append((root.var(p), gblock.vars[gname] if loss.block.has_var(gname) else None))
+        if loss.block.has_var(gname):
+            pairs.append((root.var(p), gblock.vars[gname]))
+            tags.append((p, gname))
+        else:
+            pairs.append((root.var(p), None))
     # The last op writing each gradient: found from the end, stopping once
     # all are found (they are written by the ops the pass just appended).
-    wanted = {g.name for _, g in pairs if g is not None}
+    wanted = {g for _, g in tags}
     last_writer: dict[str, Operator] = {}
     for op in reversed(root.ops):
         if not wanted:
@@ -184,13 +190,11 @@ def params_and_grads(program: Program, loss: Variable, params: list[str],
                 last_writer[n] = op
                 wanted.discard(n)
     places: dict[bytes, tuple] = {}
-    for p, g in pairs:
-        if g is None:
-            continue
-        op = last_writer.get(g.name)
+    for p, g in tags:
+        op = last_writer.get(g)
         if op is None:
-            raise ArgumentError(f"no op writes the gradient '{g.name}' (unexpected)")
-        tag_op_role_var(op.desc, p.name, g.name, places, emitted_attrs)
+            raise ArgumentError(f"no op writes the gradient '{g}' (unexpected)")
+        tag_op_role_var(op.desc, p, g, places, emitted_attrs)
     return pairs
 
 
@@ -199,6 +203,7 @@ _STRINGS = pb.AttrType.STRINGS
 #: its strings follow (field 8).
 _ROLE_VAR_HEAD = length_delimited(0x0A, OP_ROLE_VAR_ATTR.encode()) + bytes((0x10, _STRINGS))
 _GENERAL = object()
+_STRING_HEADS = [bytes((0x42, n)) for n in range(0x80)]     # Attr.strings = 8, shorter than 128 bytes
 
 
 def tag_op_role_var(desc: pb.OpDesc, param: str, grad: str, places: dict[bytes, tuple],
@@ -222,7 +227,8 @@ def tag_op_role_var(desc: pb.OpDesc, param: str, grad: str, places: dict[bytes, 
     if old is _GENERAL:
         prepend_to_list_attr(desc, OP_ROLE_VAR_ATTR, [param, grad], _STRINGS)
         return
-    data = _ROLE_VAR_HEAD + b"".join([length_delimited(0x42, v.encode()) for v in (param, grad, *(old or ()))])
+    data = _ROLE_VAR_HEAD + b"".join([_STRING_HEADS[len(e)] + e if len(e) < 0x80 else length_delimited(0x42, e)
+                                      for e in [v.encode() for v in (param, grad, *(old or ()))]])
     if old is None:
         desc.attrs.insert(j, pb.OpDesc.Attr.FromString(data))
     else:

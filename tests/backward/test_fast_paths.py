@@ -164,3 +164,148 @@ def test_a_grad_spec_is_built_from_its_own_plan():
     assert (got.type, got.inputs, got.outputs) == ("b_grad", want.inputs, want.outputs)
     got = registry.make_grad_ops(a, fwd)[0]
     assert (got.inputs, got.outputs) == ({"X": ["x"], "Out@GRAD": ["o@GRAD"]}, {"X@GRAD": ["x@GRAD"], "Y@GRAD": []})
+
+
+# --------------------------------------------------------------------------
+# Grad op templates (`grad_ops._Template`, session 10)
+# --------------------------------------------------------------------------
+def _templated_program():
+    """Ops that pair up to share all but one part of a template's key: the
+    spec (relu / sigmoid), the attr bytes (op_device), a slot's arity
+    (concat of 2 / 3), the slots' file order (X, Y / Y, X), which inputs'
+    gradients are no-grad (given per op below), the outputs' arity (unstack
+    into 2 / 3; the inputs' arity is in the no-grad mask too), names holding
+    `@GRAD` and a name read twice."""
+    prog = pybackward.Program()
+    b = prog.global_block()
+    for n in ("a", "b", "c", "d", "e", "f", "w", "v", "x@GRAD", "y@GRAD", "x", "y"):
+        b.create_var(n, [2, 2], "float32")
+    plain = {"op_role": 0, "op_device": ""}
+
+    def op(t, ins, outs, attrs=plain, order=None, slot="Out"):
+        names = [b.create_var(n, [2, 2], "float32").name for n in outs.split(",")]
+        o = b.append_op(t, ins, {slot: names}, dict(attrs))
+        if order:          # the input slots in another file order
+            d = o.desc
+            kept = {v.parameter: list(v.arguments) for v in d.inputs}
+            del d.inputs[:]
+            for slot in order:
+                d.inputs.add(parameter=slot, arguments=kept[slot])
+            b.sync()
+        return o
+
+    return prog, [
+        (op("relu", {"X": ["a"]}, "r1"), set()),
+        (op("sigmoid", {"X": ["b"]}, "s1"), set()),                       # another spec
+        (op("relu", {"X": ["c"]}, "r2", {"op_role": 0, "op_device": "gpu:1"}), set()),   # other attr bytes
+        (op("relu", {"X": ["d"]}, "r3"), set()),                          # a hit on the first
+        (op("mul", {"X": ["a"], "Y": ["w"]}, "m1", {**plain, "x_num_col_dims": 1, "y_num_col_dims": 1}), set()),
+        (op("mul", {"X": ["b"], "Y": ["v"]}, "m2", {**plain, "x_num_col_dims": 1, "y_num_col_dims": 1}),
+         {"b@GRAD"}),                                                     # another no-grad mask
+        (op("mul", {"X": ["c"], "Y": ["w"]}, "m3", {**plain, "x_num_col_dims": 1, "y_num_col_dims": 1},
+            order=("Y", "X")), set()),                                    # slots in another order
+        (op("concat", {"X": ["a", "b"]}, "c1", {**plain, "axis": 0}), set()),
+        (op("concat", {"X": ["c", "d", "e"]}, "c2", {**plain, "axis": 0}), {"d@GRAD"}),   # arity, @EMPTY@
+        (op("concat", {"X": ["f", "a", "b"]}, "c3", {**plain, "axis": 0}), {"a@GRAD"}),   # a hit on c2
+        (op("elementwise_add", {"X": ["f"], "Y": ["a"]}, "g0", {**plain, "axis": -1}), {"a@GRAD"}),
+        # (the map reads x@GRAD, X's own name, as x's gradient: not by position)
+        (op("elementwise_add", {"X": ["x@GRAD"], "Y": ["x"]}, "g1", {**plain, "axis": -1}), {"x@GRAD"}),
+        (op("elementwise_add", {"X": ["y"], "Y": ["y@GRAD"]}, "g2", {**plain, "axis": -1}), set()),
+        (op("elementwise_add", {"X": ["e"], "Y": ["e"]}, "g3", {**plain, "axis": -1}), set()),   # one name twice
+        (op("elementwise_add", {"X": ["f"], "Y": ["a"]}, "g4", {**plain, "axis": -1}), set()),
+        (op("unstack", {"X": ["a"]}, "u1,u2", {**plain, "axis": 0, "num": 2}, slot="Y"), set()),
+        (op("unstack", {"X": ["b"]}, "u3,u4,u5", {**plain, "axis": 0, "num": 2}, slot="Y"), set()),  # outputs' arity
+    ]
+
+
+def _made(op, no_grad):
+    from pybackward.backward import grad_ops
+    grads, mapped = grad_ops.make_op_grads_mapped(op, no_grad)
+    if mapped is None:
+        mapped = grad_ops.grad_to_var(op, grads)
+    return ([(g.type, list(g.inputs.items()), list(g.outputs.items()), list(g.attrs.items()), g.fresh, g.grad_to_var, g.base_attrs is op.desc.attrs
+              or list(g.base_attrs) == list(op.desc.attrs), g.__dict__.get("base_key", (0, None))[1])
+             for g in grads], list(mapped.items()))
+
+
+def test_grad_op_templates_equal_the_makers():
+    """Each op's grad ops and grad-to-var map from a warm template cache
+    equal what the spec's maker makes with the cache empty - for ops that
+    would collide if any part of the key were missing - and repeated keys
+    do hit the cache."""
+    from pybackward.backward import grad_ops
+    prog, ops = _templated_program()
+    cold = []
+    for op, no_grad in ops:
+        grad_ops._TEMPLATES.clear()
+        cold.append(_made(op, no_grad))
+    grad_ops._TEMPLATES.clear()
+    warm = [_made(op, no_grad) for op, no_grad in ops]
+    for (op, _), c, w in zip(ops, cold, warm):
+        assert w == c, op
+    # relu x2 (r3 hits r1), sigmoid, mul x3, concat x2 (c3 hits c2), and of
+    # the elementwise_adds g0 and g4: g1/g2 name @GRAD (never templated), g3
+    # names one var twice (not recorded from); unstack x2
+    assert len(grad_ops._TEMPLATES) == 12
+    assert cold[5][0][0][2] == [("X@GRAD", []), ("Y@GRAD", ["v@GRAD"])]
+    assert cold[8][0][0][2] == [("X@GRAD", ["c@GRAD", "@EMPTY@", "e@GRAD"])]
+    assert warm[9][0][0][2] == [("X@GRAD", ["f@GRAD", "@EMPTY@", "b@GRAD"])]
+    assert ("x@GRAD", "x") in warm[11][1]
+    assert dict(cold[2][0][0][3])["op_device"] == "gpu:1" and dict(cold[3][0][0][3])["op_device"] == ""
+
+
+def test_grad_op_templates_in_the_pass():
+    """The whole pass over those ops, warm against cold: the same bytes, and
+    the ops given out are fresh objects (the pass edits them in place)."""
+    from pybackward.backward import grad_ops
+
+    def run():
+        prog, ops = _templated_program()
+        b = prog.global_block()
+        loss = b.create_var("loss", [], "float32")
+        b.append_op("sum", {"X": [n for o, _ in ops for n in o.output_arg_names]}, {"Out": ["loss"]},
+                    {"op_role": 0, "op_device": ""})
+        pybackward.append_backward(loss, parameter_list=[], no_grad_set={"v"})
+        return pybackward.dumps(prog)
+    grad_ops._TEMPLATES.clear()
+    first = run()
+    assert grad_ops._TEMPLATES
+    assert run() == first
+    prog, ops = _templated_program()
+    op, no_grad = ops[0]
+    a, _ = grad_ops.make_op_grads_mapped(op, no_grad)
+    b, _ = grad_ops.make_op_grads_mapped(op, no_grad)
+    assert a[0] is not b[0] and a[0].inputs is not b[0].inputs and a[0].attrs is not b[0].attrs
+    assert a[0].inputs["Out"] is not b[0].inputs["Out"]
+
+
+def test_no_templates_for_an_opdef_with_its_own_maker():
+    """An OpDef subclass overriding `make_grad` (here: a maker that reads a
+    name) is never templated, though its grad is a GradSpec."""
+    from pybackward.backward import grad_ops
+    from pybackward.ops import registry
+
+    class Named(registry.OpDef):
+        def make_grad(self, fwd):
+            ops = super().make_grad(fwd)
+            if fwd.inputs["X"][0].startswith("odd"):
+                ops[0].attrs["odd"] = True
+            return ops
+    relu = registry.find("relu")
+    prog = pybackward.Program()
+    b = prog.global_block()
+    for n in ("a", "odd", "r1", "r2"):
+        b.create_var(n, [2], "float32")
+    ops = [b.append_op("relu", {"X": [x]}, {"Out": [o]}, {"op_role": 0}) for x, o in (("a", "r1"), ("odd", "r2"))]
+    saved = registry._REGISTRY.get("relu")
+    registry._REGISTRY["relu"] = Named(type="relu", inputs=("X",), outputs=("Out",), grad=relu.grad)
+    try:
+        grad_ops._TEMPLATES.clear()
+        made = [grad_ops.make_op_grads(op, set())[0] for op in ops]
+    finally:
+        if saved is None:
+            del registry._REGISTRY["relu"]
+        else:
+            registry._REGISTRY["relu"] = saved
+    assert "odd" not in made[0].attrs and made[1].attrs["odd"] is True
+    assert not grad_ops._TEMPLATES
