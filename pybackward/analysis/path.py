@@ -12,7 +12,7 @@ from __future__ import annotations
 from .._proto import framework_pb2 as pb
 from ..base.errors import ProgramFileError, UnknownOpError, where
 from ..ops import registry
-from ..legacy.program import Block, Operator, Program, Variable, VarType
+from ..legacy.program import Block, Operator, Program, Variable
 from ..legacy.names import grad_name
 
 
