@@ -52,14 +52,21 @@ def _ops(prog: LProgram):
     return [op for b in prog.blocks for op in b.ops]
 
 
-def _legacy_run(conv, spec, feeds, params, refs):
+def run_legacy(program, feeds: dict, params: dict, fetch: list[str], seed: int) -> dict[str, np.ndarray]:
+    """pybackward's legacy interpreter on `program`, its random ops drawing what Paddle's
+    draw after `paddle.seed(seed)` (dropout): fetch name -> value."""
     exe = Executor()
-    exe.rng = PaddleGlobalRng(spec["paddle_seed"])     # the CNN's dropout draws what Paddle's draws
+    exe.rng = PaddleGlobalRng(seed)
     scope = Scope()
     for k, v in params.items():
         scope.set(k, v)
+    return dict(zip(fetch, exe.run(program, feed=feeds, fetch_list=fetch, scope=scope)))
+
+
+def _legacy_run(conv, spec, feeds, params, refs):
     ids = conv.by_id()
-    return dict(zip(refs, exe.run(conv.program, feed=feeds, fetch_list=[ids[r] for r in refs], scope=scope)))
+    got = run_legacy(conv.program, feeds, params, [ids[r] for r in refs], spec["paddle_seed"])
+    return {r: got[ids[r]] for r in refs}
 
 
 def _assert_same(have, want, what):
@@ -310,6 +317,19 @@ print("ok", len(jobs))
 """
 
 
+def _paddle_jobs(jobs: list[dict], tmp_path) -> list[dict]:
+    """Runs `_PADDLE_SCRIPT`'s jobs in one Paddle process; the jobs back, each with its `out`
+    file written (fails naming every job Paddle could not run)."""
+    spec_file, result = tmp_path / "jobs.json", tmp_path / "results.json"
+    spec_file.write_text(json.dumps(jobs))
+    r = run_paddle(_PADDLE_SCRIPT, str(spec_file), str(result))
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-3000:]
+    done = json.loads(result.read_text())
+    errors = {j["name"]: j["error"] for j in done if "error" in j}
+    assert not errors, errors
+    return done
+
+
 @pytest.mark.paddle
 def test_paddles_legacy_executor_gives_its_pir_values_and_loads_the_inference_models(tmp_path):
     from pybackward.tensors.paddle_files import save_arrays
@@ -367,13 +387,7 @@ def test_paddles_legacy_executor_gives_its_pir_values_and_loads_the_inference_mo
                          seed=RUNS[case]["paddle_seed"], out=str(tmp_path / f"load_{case}.out.npz")))
         want = dict(np.load(VALUES / f"{case}.values.npz"))[ref]
         wants[f"load:{case}"] = [(ref, want, f"load_inference_model({case}) {ref}")]
-    spec_file, result = tmp_path / "jobs.json", tmp_path / "results.json"
-    spec_file.write_text(json.dumps(jobs))
-    r = run_paddle(_PADDLE_SCRIPT, str(spec_file), str(result))
-    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-3000:]
-    done = json.loads(result.read_text())
-    errors = {j["name"]: j["error"] for j in done if "error" in j}
-    assert not errors, errors
+    done = _paddle_jobs(jobs, tmp_path)
     for job in done:
         got = np.load(job["out"])
         items = wants[job["name"]]
@@ -615,13 +629,7 @@ def test_paddles_legacy_executor_runs_the_converted_rnn_goldens(tmp_path):
                      fetch=[conv.var_of(r0), conv.var_of(r1)], seed=2024, out=str(tmp_path / "arrays.out.npz")))
     wants["arrays"] = [("r0", np.full((2, 3), 0.5, np.float32), "arrays item 0"),
                        ("r1", np.full((4,), 0.5, np.float32), "arrays item 1")]
-    spec_file, result = tmp_path / "jobs.json", tmp_path / "results.json"
-    spec_file.write_text(json.dumps(jobs))
-    r = run_paddle(_PADDLE_SCRIPT, str(spec_file), str(result))
-    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-3000:]
-    done = json.loads(result.read_text())
-    errors = {j["name"]: j["error"] for j in done if "error" in j}
-    assert not errors, errors
+    done = _paddle_jobs(jobs, tmp_path)
     for job in done:
         got = np.load(job["out"])
         items = wants[job["name"]]

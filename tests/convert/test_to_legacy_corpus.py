@@ -46,13 +46,12 @@ import pybackward
 from conftest import TESTDATA, run_paddle
 from pybackward import pir
 from pybackward.convert.to_legacy import ConversionError, NoLegacyCounterpartError, convert
-from pybackward.interpreter.executor import Executor, Scope
 from pybackward.interpreter.gradcheck import to_float64
-from pybackward.interpreter.pir_executor import PaddleGlobalRng
 from pybackward.interpreter.pir_executor import run as run_pir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backward" / "pir"))
 from pir_cases import Case, cases, manifest  # noqa: E402
+from test_to_legacy import run_legacy  # noqa: E402
 
 SEED = manifest()["seed"]                   # paddle.seed of every recorded run (2024)
 MODELS = TESTDATA / "models"
@@ -114,12 +113,7 @@ def _widen(arrays: dict) -> dict:
 
 def _legacy(program, feeds: dict, params: dict, fetch: list[str]) -> dict[str, np.ndarray]:
     """pybackward's legacy interpreter, random ops drawing what Paddle's draw after paddle.seed."""
-    exe = Executor()
-    exe.rng = PaddleGlobalRng(SEED)
-    scope = Scope()
-    for k, v in params.items():
-        scope.set(k, v)
-    return dict(zip(fetch, exe.run(program, feed=feeds, fetch_list=fetch, scope=scope)))
+    return run_legacy(program, feeds, params, fetch, SEED)
 
 
 def _converted_values(c: Case):

@@ -38,13 +38,11 @@ import pytest
 from conftest import TESTDATA, run_paddle
 from pybackward import pir
 from pybackward.convert.to_legacy import ConversionError, NoLegacyCounterpartError, convert, resolve
-from pybackward.interpreter.executor import Executor, Scope
-from pybackward.interpreter.pir_executor import PaddleGlobalRng
 from pybackward.interpreter.pir_executor import run as run_pir
 from pybackward.pir.types import DenseTensorType
 from pybackward.tensors.paddle_files import load_arrays
 from test_to_legacy import REFUSED as PYLAYERS
-from test_to_legacy import RUNS
+from test_to_legacy import RUNS, run_legacy
 
 PIR_DIR = TESTDATA / "pir"
 SEED = 2024                          # paddle.seed of every run (testdata/pir_values' runs use it too)
@@ -155,13 +153,8 @@ def _refs(prog: pir.Program, ids: dict[str, str]) -> list[str]:
             and not _unwritten(op, k)]
 
 
-def _legacy(program, feeds, params, fetch):
-    exe = Executor()
-    exe.rng = PaddleGlobalRng(SEED)
-    scope = Scope()
-    for k, v in params.items():
-        scope.set(k, v)
-    return dict(zip(fetch, exe.run(program, feed=feeds, fetch_list=fetch, scope=scope)))
+def _legacy(program, feeds: dict, params: dict, fetch: list[str]) -> dict[str, np.ndarray]:
+    return run_legacy(program, feeds, params, fetch, SEED)
 
 
 def _assert_same(have, want, what):
