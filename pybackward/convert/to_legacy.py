@@ -100,6 +100,18 @@ STATE_OUT_ONLY = {"rnn": ("dropout_state_in", "dropout_state_out")}
 #: Legacy attrs PIR drops because the operand's type carries them: legacy type -> (attr, operand index).
 DTYPE_OF_OPERAND = {"cast": ("in_dtype", 0)}
 
+#: Inputs Paddle's legacy grad maker adds when one of the attrs is set, read from the output
+#: slots PIR passes: legacy type -> (attrs, ((input slot, from slot), ...)). Eval-mode
+#: `batch_norm_grad` reads the running statistics as Mean / Variance too; its kernel
+#: dereferences them with global statistics (the legacy Executor crashes without them).
+INPUTS_WHEN = {"batch_norm_grad": (("is_test", "use_global_stats"),
+                                   (("Mean", "MeanOut"), ("Variance", "VarianceOut")))}
+
+#: Legacy ops that compute in their inputs' dtype where PIR's compute in the result's (the
+#: `dtype` attr): legacy type -> the input slots cast to the result's dtype. Legacy `range`
+#: computes in Start's dtype, PIR's `arange` in `dtype` from float64 `full`s.
+CAST_TO_RESULT = {"range": ("Start", "End", "Step")}
+
 #: PIR attribute types -> legacy AttrType, for attrs Paddle's checker records no default for.
 #: Legacy op protos declare int / float (PIR widened some to int64 / double, patches 2 and 4):
 #: INT / INTS / FLOAT unless a value does not fit (then LONG / LONGS).
@@ -519,18 +531,14 @@ class _Converter:
             inputs.setdefault(om.slot, []).extend(self.args(v, op, lb))
         if legacy == "transpose2_grad" and XSHAPE not in inputs:
             inputs[XSHAPE] = [self.transpose_xshape(op, attrs, inputs, lb)]
-        if legacy == "batch_norm_grad" and (attrs.get("is_test") or attrs.get("use_global_stats")):
-            # Paddle's legacy grad maker reads the running statistics as Mean / Variance too
-            # (the MeanOut / VarianceOut vars): its kernel dereferences them with global
-            # statistics, and the legacy Executor crashes (SIGSEGV) without them
-            for slot in ("Mean", "Variance"):
-                if slot not in inputs and f"{slot}Out" in inputs:
-                    inputs[slot] = list(inputs[f"{slot}Out"])
-        if legacy == "range" and op.results and isinstance(op.results[0].type, DenseTensorType):
-            # legacy range computes in Start's dtype, PIR's arange in its `dtype` (from float64
-            # fulls): cast Start / End / Step to it, as legacy paddle.arange does
+        if legacy in INPUTS_WHEN and any(attrs.get(a) for a in INPUTS_WHEN[legacy][0]):
+            for slot, src in INPUTS_WHEN[legacy][1]:
+                if slot not in inputs and src in inputs:
+                    inputs[slot] = list(inputs[src])
+        if legacy in CAST_TO_RESULT and op.results and isinstance(op.results[0].type, DenseTensorType):
+            # (as legacy paddle.arange does)
             want = op.results[0].type.dtype
-            for k, slot in enumerate(("Start", "End", "Step")):
+            for k, slot in enumerate(CAST_TO_RESULT[legacy]):
                 v = op.operands[k] if k < len(op.operands) else None
                 if v is not None and isinstance(v.type, DenseTensorType) and v.type.dtype != want and slot in inputs:
                     cast = self._tmp(lb, "cast", dense(want, tuple(v.type.dims)), True)
