@@ -8,6 +8,7 @@ creation) and keeps it up to date through its own builders; code that edits
 """
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ..base import attrs as _attrs
@@ -131,13 +132,17 @@ class Operator:
 
     __slots__ = ("block", "desc", "_in_args", "_out_args", "_sub_block", "_slots")
 
-    def __init__(self, block: "Block", desc: pb.OpDesc) -> None:
+    def __init__(self, block: "Block", desc: pb.OpDesc, slots: "SlotRecords | None" = None,
+                 sub_block: int | None | bool = False) -> None:
+        """`slots` / `sub_block`: what the loader's validation read (the
+        records `slot_records` gives; None when the op has no sub-block), so
+        that the view need not read them again."""
         self.block = block
         self.desc = desc
         self._in_args: tuple[str, ...] | None = None
         self._out_args: tuple[str, ...] | None = None
-        self._sub_block: int | None | bool = False  # False: not looked up yet
-        self._slots: SlotRecords | None = None
+        self._sub_block: int | None | bool = sub_block  # False: not looked up yet
+        self._slots: SlotRecords | None = slots
 
     @property
     def sub_block(self) -> int | None:
@@ -395,10 +400,25 @@ def _arg_name(a: Any) -> str:
 class Block:
     """A view of one `BlockDesc`, with its var index built once."""
 
-    def __init__(self, program: "Program", desc: pb.BlockDesc) -> None:
+    def __init__(self, program: "Program", desc: pb.BlockDesc, loaded: "tuple | None" = None) -> None:
         self.program = program
         self.desc = desc
-        self.sync()
+        if loaded is None:
+            self.sync()
+        else:
+            self._adopt(*loaded)
+
+    def _adopt(self, names: list[str], records: list, with_blocks: set[int]) -> None:
+        """`sync()` from what the loader's validation read: the var names (in
+        file order, distinct), every op's slot records, and which ops carry
+        BLOCK / BLOCKS attrs (every other op has no sub-block)."""
+        me = repeat(self)
+        self._vars: dict[str, Variable] = dict(zip(names, map(Variable, me, self.desc.vars)))
+        if with_blocks:
+            self.ops: list[Operator] = [Operator(self, d, rec, False if i in with_blocks else None)
+                                        for i, (d, rec) in enumerate(zip(self.desc.ops, records))]
+        else:
+            self.ops = list(map(Operator, me, self.desc.ops, records, repeat(None)))
 
     def sync(self) -> None:
         """Rebuild the var index and op views from `desc` (after direct edits)."""
@@ -596,7 +616,8 @@ def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
 class Program:
     """A view of one `ProgramDesc`: its blocks, block 0 the global one."""
 
-    def __init__(self, desc: pb.ProgramDesc | None = None, source: str | None = None) -> None:
+    def __init__(self, desc: pb.ProgramDesc | None = None, source: str | None = None,
+                 _loaded: list | None = None) -> None:
         if desc is None:
             desc = pb.ProgramDesc()
             desc.blocks.add(idx=0, parent_idx=-1)
@@ -612,7 +633,8 @@ class Program:
         #: The ops of a parsed program that name an attr twice, found by the
         #: loader's validation; None: not known (look at every op).
         self.repeated_attr_ops: list[Operator] | None = None
-        self.blocks: list[Block] = [Block(self, b) for b in desc.blocks]
+        self.blocks: list[Block] = ([Block(self, b) for b in desc.blocks] if _loaded is None
+                                    else [Block(self, b, ld) for b, ld in zip(desc.blocks, _loaded)])
         #: Vars per block as loaded. Paddle writes the vars a file had in file
         #: order and every var added since after them, sorted by name.
         self.loaded_var_counts: list[int] = [len(b.vars) for b in desc.blocks]
@@ -711,19 +733,17 @@ def read_program(data: bytes, source: str | None = None, check_vars: bool = True
     desc, label = parse_program_desc(data, source, text, max_bytes)
     with paused_gc():
         found = validate(desc, label, check_vars=check_vars)
-        program = Program(desc, source=source)
+        # Validation read every var name, every op's slots and every attr:
+        # the views take the names and slots, and an op it found no BLOCK
+        # attr on has no sub-block (the view need not look for one).
+        with_blocks: list[set[int]] = [set() for _ in found.slots]
+        for b, i, _ in found.block_attrs:
+            with_blocks[b].add(i)
+        program = Program(desc, source=source,
+                          _loaded=list(zip(found.var_names, found.slots, with_blocks)))
         program.parsed = True
         blocks = program.blocks
         program.repeated_attr_ops = [blocks[b].ops[i] for b, i in found.repeated_attrs]
         check_block_attrs(program, found.block_attrs)
-        # Validation saw every attr: an op it found no BLOCK attr on has no
-        # sub-block (the view need not look for one).
-        # And it read every op's slots: the views keep them.
-        with_blocks = {(b, i) for b, i, _ in found.block_attrs}
-        for b, records in zip(blocks, found.slots):
-            for i, (op, rec) in enumerate(zip(b.ops, records)):
-                op._slots = rec
-                if (b.idx, i) not in with_blocks:
-                    op._sub_block = None
-        check_op_structure(program)
+        check_op_structure(program, found.types)
         return program

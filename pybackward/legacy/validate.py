@@ -35,7 +35,6 @@ from __future__ import annotations
 from .._proto import framework_pb2 as pb
 from ..base import dtypes
 from ..base.errors import ProgramFileError, where
-from .wire import attrs_tail
 
 EMPTY_VAR_NAME = "@EMPTY@"
 MAX_NESTING = 200
@@ -58,12 +57,19 @@ class Findings:
     ...] of the inputs, of the outputs)), which the op views keep
     (`Operator.slot_records`) so that nothing reads them through upb again."""
 
-    __slots__ = ("repeated_attrs", "block_attrs", "slots")
+    __slots__ = ("repeated_attrs", "block_attrs", "slots", "types", "var_names", "block_bytes")
 
     def __init__(self) -> None:
         self.repeated_attrs: list[tuple[int, int]] = []
         self.block_attrs: list[tuple[int, int, tuple[str, ...]]] = []
         self.slots: list[list[tuple[list, list] | None]] = []
+        #: every op's type as validation read it (`types[block][op]`; None: not read)
+        self.types: list[list[str | None]] = []
+        #: every block's var names in file order (validation found them distinct)
+        self.var_names: list[list[str]] = []
+        #: per block, its serialisation and where its ops start (None: serialise
+        #: each op; b"": read them through upb). Dropped when validation ends.
+        self.block_bytes: list[tuple[bytes | None, int]] = []
 
 
 def validate(desc: pb.ProgramDesc, source: str | None = None, check_vars: bool = True) -> Findings:
@@ -79,43 +85,156 @@ def validate(desc: pb.ProgramDesc, source: str | None = None, check_vars: bool =
     if n == 0:
         raise ProgramFileError(f"{where(source) or '<bytes>'}: not a program: it has no blocks "
                                "(an empty file, or a protobuf message of another kind)")
-    _check_initialized(desc, source)
-    _check_blocks(desc, source)
-    blocks = list(desc.blocks)
-    declared = [_check_vars(b, source) for b in blocks]
-    scope = _Scopes(desc, declared) if check_vars else None
-    sound: dict[str, int] = {}  # attr name -> an AttrType it was found sound with
-    found = Findings()
-    for b in blocks:
-        _check_ops(b, n, declared[b.idx], scope, sound, source, found)
+    init = _Required(desc, source)
+    try:
+        init.check_top()
+        _check_blocks(desc, source)
+        blocks = list(desc.blocks)
+        found = Findings()
+        declared = [_check_vars(b, source, init, found) for b in blocks]
+        scope = _Scopes(desc, declared) if check_vars else None
+        sound: dict[str, int] = {}  # attr name -> an AttrType it was found sound with
+        for b in blocks:
+            _check_ops(b, n, declared[b.idx], scope, sound, source, found, init)
+        found.block_bytes = []
+    except Exception:
+        # A missing required field is the first problem reported, as when
+        # it was checked before everything else.
+        init.full()
+        raise
     return found
 
 
-def _check_vars(b: pb.BlockDesc, source: str | None) -> set[str]:
-    """The names a block declares, after checking its vars."""
+class _Required:
+    """The required-field check (`_check_initialized`), proven piece by piece
+    on the way instead of by one `IsInitialized` over the whole program.
+
+    upb's `IsInitialized` walks every field of every message by reflection,
+    and upb reads an unset required string as "" (so reading values proves
+    nothing). Presence is read from each item's own serialisation instead,
+    which the checks make anyway: upb writes a message's known fields in
+    field-number order, so a `VarDesc` whose bytes start with tag 0x0A has
+    its `name`, an `OpDesc.Var` whose bytes start with 0x0A its
+    `parameter`, and an `OpDesc` whose slots are followed by tag 0x1A its
+    `type`. Everything else an item holds (a var's type and attrs, an op's
+    attrs) is in the bytes after those fields; equal bytes hold equal
+    messages, so `IsInitialized` runs on the first item with each distinct
+    rest and answers for the others. Anything not proven so runs `full()`:
+    the whole-program check that writes the message, once."""
+
+    __slots__ = ("desc", "source", "done")
+
+    def __init__(self, desc: pb.ProgramDesc, source: str | None) -> None:
+        self.desc = desc
+        self.source = source
+        self.done = False   # the whole program was checked and passed
+
+    def full(self) -> None:
+        if not self.done:
+            _check_initialized(self.desc, self.source)
+            self.done = True
+
+    def check_top(self) -> None:
+        """The blocks' own required fields (`idx`, `parent_idx`) and the op
+        version map's (`Version` has none)."""
+        desc = self.desc
+        if not ((not desc.HasField("op_version_map") or desc.op_version_map.IsInitialized())
+                and all(b.HasField("idx") and b.HasField("parent_idx") for b in desc.blocks)):
+            self.full()
+
+
+def _check_vars(b: pb.BlockDesc, source: str | None, init: _Required, found: Findings) -> set[str]:
+    """The names a block declares, after checking its vars (in file order
+    in `found.var_names`).
+
+    The vars are read from the block's serialisation (`found.block_bytes`
+    keeps it for the ops): upb writes a BlockDesc as idx, parent_idx, the
+    vars, the ops, forward_block_idx, unknown fields, so var k is the k-th
+    field 3. A var's checks (its tensor description, dims, required fields)
+    read only what follows its name, and most vars share those bytes with an
+    earlier one (same type, dims and flags): each distinct rest is checked
+    once, through upb. A var not in that form is read through upb."""
     names: set[str] = set()
     add = names.add
-    tensor_fields = dtypes.TENSOR_VAR_TYPES
-    sound_dims: set[tuple[int, ...]] = set()  # shapes repeat: check each distinct one once
-    for v in b.vars:
-        name = v.name
+    order: list[str] = []
+    found.var_names.append(order)
+    keep = order.append
+    sound_rests: set[bytes] = set()
+    vars_ = b.vars
+    # A block of many items is read item by item (each var's and op's own
+    # serialisation): its whole serialisation would add its size to the
+    # peak memory of a load.
+    whole = FIELD_ORDER and len(vars_) + len(b.ops) <= WHOLE_BLOCK_MAX_ITEMS
+    data = b.SerializePartialToString() if whole else b""
+    pos, n = 0, len(data)
+    while pos < n and data[pos] in (0x08, 0x10):      # idx, parent_idx: varints
+        pos += 1
+        while data[pos] & 0x80:
+            pos += 1
+        pos += 1
+    for k in range(len(vars_)):
+        name = rest = None
+        if not whole:
+            if FIELD_ORDER:
+                data = vars_[k].SerializePartialToString()
+                s, e = 0, len(data)
+            else:
+                s = e = 0
+        elif pos < n and data[pos] == 0x1A:
+            c = data[pos + 1]
+            if c < 0x80:
+                s = pos + 2
+                e = s + c
+            else:
+                s, e = _span(data, pos + 1)
+            pos = e
+        else:
+            n = s = e = 0       # not in the form read here: the rest through upb
+        if s < e and data[s] == 0x0A:      # field 1 (name) first: it is present
+            c = data[s + 1]
+            if c < 0x80:
+                p = s + 2
+                q = p + c
+            else:
+                p, q = _span(data, s + 1)
+            if q <= e:
+                try:
+                    name = data[p:q].decode()    # strict, as upb reads it
+                    rest = data[q:e]
+                except UnicodeDecodeError:
+                    name = None
+        if name is None:
+            name = vars_[k].name
+            rest = None
         if type(name) is not str or name in names:
             _check_text(name, "a var name", (b.idx,), source)
             raise ProgramFileError(f"{where(source, b.idx, var=name)}: variable declared twice")
         add(name)
-        t = v.type
-        field = tensor_fields.get(t.type)
-        if field is None:
+        keep(name)
+        if rest is not None and rest in sound_rests:
             continue
-        if not t.HasField(field):
-            _check_var(v, b.idx, source)
-        sub = getattr(t, field)
-        dims = tuple((sub if field == "selected_rows" else sub.tensor).dims)
-        if dims not in sound_dims:
-            if dims and not _dims_sound(dims):
-                _check_var(v, b.idx, source)
-            sound_dims.add(dims)
+        v = vars_[k]
+        if not v.IsInitialized():
+            init.full()     # raises
+        _check_var_type(v, b.idx, source)
+        if rest is not None:
+            sound_rests.add(rest)
+    found.block_bytes.append((data if whole and n else None if FIELD_ORDER and not whole else b"", pos))
     return names
+
+
+def _check_var_type(v: pb.VarDesc, block: int, source: str | None) -> None:
+    """A var's tensor description and dims (quick yes, else `_check_var` says what is wrong)."""
+    t = v.type
+    field = dtypes.TENSOR_VAR_TYPES.get(t.type)
+    if field is None:
+        return
+    if not t.HasField(field):
+        _check_var(v, block, source)
+    sub = getattr(t, field)
+    dims = (sub if field == "selected_rows" else sub.tensor).dims
+    if dims and not _dims_sound(dims):
+        _check_var(v, block, source)
 
 
 def _dims_sound(dims) -> bool:
@@ -128,62 +247,238 @@ def _dims_sound(dims) -> bool:
 
 
 def _check_ops(b: pb.BlockDesc, n: int, own: set[str], scope: "_Scopes | None",
-               sound: dict[str, int], source: str | None, found: Findings) -> None:
+               sound: dict[str, int], source: str | None, found: Findings, init: _Required) -> None:
     idx = b.idx
     own_has_all = own.issuperset
-    sound_type = sound.get
-    block_named: list[str] = []   # the BLOCK / BLOCKS attrs `_attr_sound` passes
     # Attr lists repeat (every layer's `mul`): one whose wire bytes passed
     # before, and named no block, passes again without its attrs being read
     # one by one through upb (True: it names an attr twice). A block whose
-    # attr lists rarely repeat (a call stack per op) stops serialising ops
-    # for this after the first few dozen.
+    # attr lists rarely repeat (a call stack per op) stops keeping them
+    # after the first few dozen.
     sound_tails: dict[bytes, bool] | None = {}
     hits = 0
-    tail = b""
     records: list[tuple[list, list] | None] = []
+    types: list[str | None] = []
     found.slots.append(records)
-    for i, op in enumerate(b.ops):
-        ok = type(op.type) is str
-        if ok:
-            repeated = None
-            if sound_tails is not None:
-                tail = attrs_tail(op.SerializePartialToString())
-                repeated = sound_tails.get(tail)
-                if repeated is None and len(sound_tails) > 32 and len(sound_tails) > 2 * hits:
-                    sound_tails = None
-            if repeated is not None:
-                hits += 1
-                if repeated:
-                    found.repeated_attrs.append((idx, i))
+    found.types.append(types)
+    # The ops follow the vars in the block's serialisation: op i is the
+    # i-th field 4 (`_check_vars`).
+    data, pos = found.block_bytes[idx]
+    whole = data is not None      # else: each op's own serialisation
+    size = len(data) if whole else 0
+    ops = b.ops
+    for i in range(len(ops)):
+        # The op's slots and type from its bytes (read in Python: cheaper
+        # than through upb's messages), then its attrs' bytes.
+        head = None
+        if not whole:
+            data = ops[i].SerializePartialToString()
+            e = len(data)
+            head = _read_head(data, 0, e, own_has_all)
+        elif pos < size and data[pos] == 0x22:
+            c = data[pos + 1]
+            if c < 0x80:
+                s = pos + 2
+                e = s + c
+            elif data[pos + 2] < 0x80:      # 128 bytes to 16 KiB: a two-byte length
+                s = pos + 3
+                e = s + (c & 0x7F | data[pos + 2] << 7)
             else:
-                attrs = op.attrs
-                names = set()
-                add = names.add
-                for a in attrs:
-                    name = a.name
-                    if sound_type(name) != a.type and not _attr_sound(a, idx, n, sound, block_named):
-                        ok = False
-                        break
-                    add(name)
-                else:
-                    twice = len(names) != len(attrs)
-                    if twice:
-                        found.repeated_attrs.append((idx, i))
-                    if block_named:
-                        found.block_attrs.append((idx, i, tuple(block_named)))
-                    elif sound_tails is not None:
-                        sound_tails[tail] = twice
-                block_named.clear()
+                s, e = _span(data, pos + 1)
+            pos = e
+            head = _read_head(data, s, e, own_has_all)
+        else:
+            size = 0    # not in the form read here: the rest through upb
+        if head is None:   # read through upb
+            op = ops[i]
+            rec = _check_op_upb(op, i, idx, n, own, own_has_all, scope, sound, found, init)
+            if rec is None:
+                # the detailed checks, in their order, say what is wrong
+                _check_op(op, idx, i, n, scope, source)
+            records.append(rec)
+            types.append(None)
+            continue
+        ins, outs, op_type, q, all_own = head
+        tail = data[q:e]
+        repeated = None if sound_tails is None else sound_tails.get(tail)
+        if repeated is not None:
+            hits += 1
+            if repeated:
+                found.repeated_attrs.append((idx, i))
+            ok = True
+        else:
+            if sound_tails is not None and len(sound_tails) > 32 and len(sound_tails) > 2 * hits:
+                sound_tails = None
+            op = ops[i]
+            if not op.IsInitialized():
+                init.full()     # raises
+            nblock = len(found.block_attrs)
+            twice = _attrs_sound(op, idx, i, n, sound, found)
+            ok = twice is not None
+            if ok and sound_tails is not None and len(found.block_attrs) == nblock:
+                sound_tails[tail] = twice
+        if ok and not all_own:
+            for slots in (ins, outs):
+                for _, args in slots:
+                    if own_has_all(args):
+                        continue
+                    for arg in args:
+                        if scope is not None and arg not in own and arg != EMPTY_VAR_NAME \
+                                and not scope.visible(arg, idx):
+                            ok = False
+                            break
         if ok:
-            ins = _slot_records(op.inputs, own, own_has_all, scope, idx)
-            outs = None if ins is None else _slot_records(op.outputs, own, own_has_all, scope, idx)
-            if outs is not None:
-                records.append((ins, outs))
-                continue
-        # the detailed checks, in their order, say what is wrong
-        _check_op(op, idx, i, n, scope, source)
+            records.append((ins, outs))
+            types.append(op_type)
+            continue
+        _check_op(ops[i], idx, i, n, scope, source)
         records.append(None)
+        types.append(None)
+
+
+def _fields_in_number_order() -> bool:
+    """Whether this protobuf runtime writes an OpDesc's and a VarDesc's
+    fields in field-number order, as upb does (fields set here in another
+    order), unknown fields last: what `_read_head` and `_check_vars` read
+    their bytes by. If not, every op and var is read through upb."""
+    op = pb.OpDesc(type="t", is_target=True)
+    op.attrs.add(name="a", type=pb.AttrType.INT, i=1)
+    op.outputs.add(parameter="O", arguments=["o"])
+    op.inputs.add(parameter="I", arguments=["i"])
+    v = pb.VarDesc(persistable=True, name="v")
+    v.type.type = pb.VarType.DENSE_TENSOR
+    return (op.SerializePartialToString() == b'\n\x06\n\x01I\x12\x01i\x12\x06\n\x01O\x12\x01o\x1a\x01t'
+                                             b'"\x07\n\x01a\x10\x00\x18\x01(\x01'
+            and v.SerializePartialToString() == b"\n\x01v\x12\x02\x08\x07\x18\x01")
+
+
+#: `_fields_in_number_order()`, asked once.
+FIELD_ORDER = _fields_in_number_order()
+#: A block with at most this many vars and ops is read from one serialisation
+#: of the whole block (one C call; its bytes live while the block is checked),
+#: a larger one from each item's own.
+WHOLE_BLOCK_MAX_ITEMS = 100_000
+
+
+def _read_head(data: bytes, pos: int, end: int, has_all) -> tuple[list, list, str, int, bool] | None:
+    """An OpDesc's slots and type from its serialisation `data[pos:end]`
+    (upb writes fields in field-number order: 1 inputs, 2 outputs, 3 type,
+    then 4 attrs, 5 is_target, unknown fields): (inputs, outputs, type,
+    where the attrs start, whether `has_all` held for every slot's
+    arguments), the slots as [(name, [argument, ...]), ...].
+    None unless every slot starts with its name (its required field 1;
+    then only arguments, field 2), the type follows the slots, and every
+    string is UTF-8 (decoded strictly, as upb does: else upb gives bytes);
+    the caller then reads the op through upb."""
+    if not FIELD_ORDER:
+        return None
+    ins: list = []
+    outs: list = []
+    all_own = True
+    try:
+        while True:
+            if pos >= end:
+                return None
+            tag = data[pos]
+            if tag == 0x0A:
+                dest = ins
+            elif tag == 0x12:
+                dest = outs
+            elif tag == 0x1A:
+                break
+            else:
+                return None
+            k = data[pos + 1]
+            if k < 0x80:
+                pos += 2
+                stop = pos + k
+            else:
+                pos, stop = _span(data, pos + 1)
+            if pos >= stop or data[pos] != 0x0A or stop > end:   # no slot name
+                return None
+            k = data[pos + 1]
+            if k < 0x80:
+                p = pos + 2
+                q = p + k
+            else:
+                p, q = _span(data, pos + 1)
+            name = data[p:q].decode()
+            args = []
+            while q < stop:
+                if data[q] != 0x12:
+                    return None
+                k = data[q + 1]
+                if k < 0x80:
+                    p = q + 2
+                    q = p + k
+                else:
+                    p, q = _span(data, q + 1)
+                args.append(data[p:q].decode())
+            if q != stop:
+                return None
+            dest.append((name, args))
+            if not has_all(args):
+                all_own = False
+            pos = stop
+        k = data[pos + 1]
+        if k < 0x80:
+            p = pos + 2
+            q = p + k
+        else:
+            p, q = _span(data, pos + 1)
+        if q > end:
+            return None
+        return ins, outs, data[p:q].decode(), q, all_own
+    except (IndexError, UnicodeDecodeError):
+        return None
+
+
+def _span(data: bytes, pos: int) -> tuple[int, int]:
+    """(start, end) of the length-delimited payload whose varint length is at `pos`."""
+    length = shift = 0
+    while True:
+        c = data[pos]
+        pos += 1
+        length |= (c & 0x7F) << shift
+        if c < 0x80:
+            return pos, pos + length
+        shift += 7
+
+
+def _attrs_sound(op: pb.OpDesc, idx: int, i: int, n: int, sound: dict[str, int], found: Findings) -> bool | None:
+    """Check an op's attrs one by one: None if one fails the fast check, else
+    whether the op names an attr twice (recorded in `found`, with its BLOCK /
+    BLOCKS attrs)."""
+    sound_type = sound.get
+    block_named: list[str] = []   # the BLOCK / BLOCKS attrs `_attr_sound` passes
+    attrs = op.attrs
+    names = set()
+    add = names.add
+    for a in attrs:
+        name = a.name
+        if sound_type(name) != a.type and not _attr_sound(a, idx, n, sound, block_named):
+            return None
+        add(name)
+    twice = len(names) != len(attrs)
+    if twice:
+        found.repeated_attrs.append((idx, i))
+    if block_named:
+        found.block_attrs.append((idx, i, tuple(block_named)))
+    return twice
+
+
+def _check_op_upb(op: pb.OpDesc, i: int, idx: int, n: int, own: set[str], own_has_all,
+                  scope: "_Scopes | None", sound: dict[str, int], found: Findings,
+                  init: _Required) -> tuple[list, list] | None:
+    """The fast checks of one op read through upb (an op `_read_head` does
+    not read): its slot records, or None if a check fails."""
+    if not op.IsInitialized():
+        init.full()     # raises
+    if type(op.type) is not str or _attrs_sound(op, idx, i, n, sound, found) is None:
+        return None
+    ins = _slot_records(op.inputs, own, own_has_all, scope, idx)
+    outs = None if ins is None else _slot_records(op.outputs, own, own_has_all, scope, idx)
+    return None if outs is None else (ins, outs)
 
 
 def _attr_sound(a: pb.OpDesc.Attr, block: int, n: int, sound: dict[str, int], block_named: list[str]) -> bool:

@@ -7,6 +7,7 @@ the per-op-type structure rules the op registry declares.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from google.protobuf import message as _message
@@ -119,15 +120,19 @@ def attrs_tail(data: bytes) -> bytes:
     return data[pos:]
 
 
-def check_op_structure(program: Any) -> None:
-    """Run the structural rules the registry declares per op type (`OpDef.structure_check`)."""
+def check_op_structure(program: Any, types: list[list[str | None]] | None = None) -> None:
+    """Run the structural rules the registry declares per op type (`OpDef.structure_check`).
+    `types`: the ops' types per block as the loader read them (None: not read)."""
     checks: dict[str, object] = {}
-    for b in program.blocks:
-        for op in b.ops:
-            check = checks.get(op.type, _UNSEEN)
+    for bi, b in enumerate(program.blocks):
+        known = types[bi] if types is not None and bi < len(types) else ()
+        for op, op_type in zip(b.ops, itertools.chain(known, itertools.repeat(None))):
+            if op_type is None:
+                op_type = op.type
+            check = checks.get(op_type, _UNSEEN)
             if check is _UNSEEN:
-                opdef = registry.find(op.type)
-                check = checks[op.type] = opdef.structure_check if opdef is not None else None
+                opdef = registry.find(op_type)
+                check = checks[op_type] = opdef.structure_check if opdef is not None else None
             if check is not None:
                 check(op)
 
