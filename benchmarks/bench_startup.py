@@ -25,6 +25,11 @@ and the 3,000-layer MLP (9,001 ops, period 3). For each, `pybackward dot`
 as a whole process (and the `--before` checkout's), and `repeated_runs`
 alone in process (best of 3, in a process of each checkout).
 
+`--mlp` adds `append` on the 3,000-layer MLP (bench_backward's `build_fc_mlp`), beside its
+own floor (the same process on its forward program and our output), and the
+`--before` checkout's: there the end of the process counts too (the teardown
+of ~200,000 objects that `main` skips).
+
 `--before DIR` adds the `--help` and `append` rows of another checkout's
 `pybackward/` and `cli/` (e.g. `git archive HEAD pybackward cli | tar -x -C
 DIR`), run from DIR through PYTHONPATH in the same run: the before/after.
@@ -195,6 +200,9 @@ def main() -> None:
                     help="a tree holding another version's pybackward/ and cli/: its --help and append too")
     ap.add_argument("--dot", action="store_true",
                     help="also `dot` on the folding's worst cases (no repeats, a long period) and the MLP")
+    ap.add_argument("--mlp", action="store_true",
+                    help="also `append` on the 3,000-layer MLP beside its floor (the end of the process "
+                         "counts there: its teardown), and the --before tree's")
     args = ap.parse_args()
     before = os.path.abspath(args.before) if args.before else None
     tmp = tempfile.mkdtemp(prefix="bench_startup_")
@@ -220,6 +228,20 @@ def main() -> None:
             rows += [("before: pybackward --help", [*cli(), "--help"], benv),
                      ("before: pybackward append",
                       [*cli(), "append", "--loss", "mean_0.tmp_0", fwd, out + ".before"], benv)]
+        if args.mlp:
+            sys.path.insert(0, str(ROOT / "benchmarks"))
+            import bench_backward
+            mlp = os.path.join(tmp, "mlp3000.pb")
+            bench_backward.pybackward.save(bench_backward.build_fc_mlp(3000)[0], mlp)   # /tmp/mlp/in.pb of #37
+            mlp_out = os.path.join(tmp, "mlp3000.out.pb")
+            run_once([*cli(), "append", "--loss", "mean_0.tmp_0", mlp, mlp_out], env)     # the floor's stand-in
+            rows += [("floor (MLP)", [sys.executable, "-c", FLOOR, mlp, mlp_out, os.path.join(tmp, "mlp.floor.pb"),
+                                      str(PB2)], env),
+                     ("pybackward append (MLP)", [*cli(), "append", "--loss", "mean_0.tmp_0", mlp,
+                                                  mlp_out + ".after"], env)]
+            if args.before:
+                rows.append(("before: pybackward append (MLP)", [*cli(), "append", "--loss", "mean_0.tmp_0", mlp,
+                                                                 mlp_out + ".before"], benv))
         folds: dict[str, dict] = {}
         if args.dot:
             cases = dot_cases(tmp)
@@ -235,6 +257,8 @@ def main() -> None:
                     raise RuntimeError(f"dot's output differs before and after on {path}")
         if Path(out).read_bytes() != Path(bwd).read_bytes():
             raise RuntimeError("append's output differs from testdata/models/lenet/backward.pb")
+        if args.mlp and args.before and Path(mlp_out + ".after").read_bytes() != Path(mlp_out + ".before").read_bytes():
+            raise RuntimeError("append's output on the MLP differs before and after")
     finally:
         os.chdir(cwd)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -247,6 +271,12 @@ def main() -> None:
     for name, r in results.items():
         print(f"| {name} | {r['wall']:.3f} | {r['cpu']:.3f} | {r['median']:.3f} | {r['wall'] / floor:.2f}x | "
               f"{r['cpu'] / floor_cpu:.2f}x | {targets.get(name, '')} |")
+    if args.mlp:
+        mfloor = results["floor (MLP)"]
+        print("\n3,000-layer MLP: / its floor (wall, CPU)")
+        for name in [n for n in results if n.endswith("append (MLP)")]:
+            r = results[name]
+            print(f"| {name} | {r['wall'] / mfloor['wall']:.2f}x | {r['cpu'] / mfloor['cpu']:.2f}x |")
     ok_help = results["pybackward --help"]["wall"] <= 0.12
     ok_append = results["pybackward append"]["wall"] <= 3 * floor
     if folds:

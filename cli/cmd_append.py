@@ -13,8 +13,8 @@ from pybackward.base.errors import PyBackwardError
 from pybackward.base.names import printable
 from pybackward.base.suffixes import check_program_path
 
-from .common import (Progress, append_with_checkpoints, beside_hint, command_progress, evaluate, feed_paths,
-                     handle_errors, info, legacy_only, load_arrays, one_line, ops_option, quiet_option,
+from .common import (PausedCollector, Progress, append_with_checkpoints, beside_hint, command_progress, evaluate,
+                     feed_paths, handle_errors, info, legacy_only, load_arrays, one_line, ops_option, quiet_option,
                      recorded_deviations, refuse_outputs_over_inputs, resolve_loss, run_command, run_options,
                      run_progress, show_values, type_text, value_to_json, with_values_beside)
 
@@ -154,7 +154,7 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
     values = with_values_beside(src, params, startup, feeds_npz, feed_items) if run_after else (params, feeds_npz)
     refuse_overwrites(src, None if in_place else out, expect, update,
                       [startup, *values[0], *values[1], *feed_paths(feed_items)])
-    with command_progress("append:", quiet) as bar:
+    with command_progress("append:", quiet) as bar, PausedCollector() as collector:
         bar.stage(f"loading {src}")
         prog = pybackward.load(src)
         if pybackward.formats.is_pir(prog):
@@ -179,6 +179,7 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
         values = fetch = None
         params, feeds_npz = with_values_beside(src, params, startup, feeds_npz, feed_items)
         if run_after:  # run before anything is written: a failed run leaves no output behind
+            collector.resume()
             bar.stage("reading the values")
             p, f = load_arrays(params, feeds_npz, feed_items, prog)
             fetch = [loss] + [g for _, g in rows if g]
@@ -230,10 +231,10 @@ def _loss_note(prog, loss: str, n_grads: int, src: str, out: str) -> str | None:
     weights are persistable vars, not parameters: name them and the
     `gradients` command that differentiates them), and a loss that is not one
     element (its gradients are those of the sum of its elements)."""
-    from pybackward.base import dtypes
-    from pybackward.views.summary import persistables_behind
     notes = []
     if n_grads == 0:
+        from pybackward.base import dtypes
+        from pybackward.views.summary import persistables_behind     # for this note only (start-up)
         weights = [v for v in persistables_behind(prog, loss)
                    if not v.is_parameter and v.data_type is not None and dtypes.is_float(v.data_type)]
         if weights:
@@ -377,7 +378,7 @@ def gradients(targets, inputs, target_grads, no_grad, as_json, force, quiet, exp
     if not out and not expect:
         raise pybackward.ArgumentError("missing OUT (or pass --expect GOLDEN to compare with a golden)")
     refuse_overwrites(src, out, expect, update, hint="give another OUT")
-    with command_progress("gradients:", quiet) as bar:
+    with command_progress("gradients:", quiet) as bar, PausedCollector():
         bar.stage(f"loading {src}")
         prog = pybackward.load(src)
         if pybackward.formats.is_pir(prog):

@@ -22,6 +22,7 @@ commands that never run a program.
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import re
 import sys
@@ -315,6 +316,42 @@ PROGRESS_DELAY = 1.0
 TICK = 0.25
 #: Redraw a progress line at most this often when it changes thousands of times a second (per op).
 REDRAW_INTERVAL = 0.1
+
+
+class PausedCollector:
+    """Python's cyclic garbage collector off while a command builds and changes its program.
+
+    A loaded program and the pass's result are tens of thousands of objects
+    (hundreds of thousands for the 3,000-layer MLP) that live until the command
+    ends; every collection that runs meanwhile walks them and frees nothing
+    (reference counting frees the pass's temporaries). The loader and the pass
+    pause the collector themselves, but the steps between them, and the first
+    allocations after each, paid for collections of all of it: ~40-100 ms of the
+    MLP's `append`. `resume()` (at the latest when the block ends) moves what was
+    built meanwhile to the oldest generation without walking it (`gc.freeze`,
+    `gc.unfreeze`: O(1)) and turns the collector back on, so the next young
+    collection does not walk it either; it is collected, like any old object,
+    by a later full collection (an in-process caller that runs many commands
+    gets its memory back). Run before anything that may make cyclic garbage in
+    bulk (the interpreter: `append --run`)."""
+
+    def __init__(self) -> None:
+        self._was_on = False
+
+    def __enter__(self) -> "PausedCollector":
+        self._was_on = gc.isenabled()
+        gc.disable()
+        return self
+
+    def resume(self) -> None:
+        if self._was_on:
+            self._was_on = False
+            gc.freeze()
+            gc.unfreeze()
+            gc.enable()
+
+    def __exit__(self, *exc) -> None:
+        self.resume()
 
 
 def command_progress(label: str, quiet: bool = False) -> Progress:

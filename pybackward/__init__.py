@@ -14,7 +14,6 @@ from .base.errors import (
     OutputError, PaddleDeviationWarning, ProgramFileError, PyBackwardError, PyBackwardWarning, UnknownOpError,
     UnsupportedDtypeError, VarNotFoundError)  # noqa: F401
 import importlib as _importlib
-from importlib.util import find_spec as _find_spec
 
 #: Public names imported when first used, not with the package: `pybackward
 #: --help`, `show` and `append` need neither NumPy nor the kernels, and a
@@ -40,7 +39,8 @@ def __getattr__(name: str):
         module, attr = _LAZY[name]
     except KeyError:
         # a subpackage (pybackward.pir, .ops, ...): an attribute once imported, as before
-        if name.startswith("_") or _find_spec(f"{__name__}.{name}") is None:
+        from importlib.util import find_spec     # here, not at start-up (importlib.util imports contextlib)
+        if name.startswith("_") or find_spec(f"{__name__}.{name}") is None:
             raise AttributeError(f"module 'pybackward' has no attribute {name!r}") from None
         module, attr = f".{name}", None
     mod = _importlib.import_module(module, __name__)

@@ -26,7 +26,7 @@ import json, sys
 sys.argv = ["pybackward"] + sys.argv[1:]
 from pybackward_cli.main import main
 try:
-    main()
+    main(skip_teardown=False)
 except SystemExit as e:
     code = e.code
 else:
@@ -35,8 +35,19 @@ heavy = sorted(m for m in sys.modules
                if m == "numpy" or (m.startswith("pybackward.ops.") and m.count(".") >= 3))
 legacy = sorted(m for m in sys.modules if m in ("google.protobuf", "pybackward.legacy", "pybackward.backward.api"))
 commands = sorted(m for m in sys.modules if m.startswith("pybackward_cli.cmd_"))
-print(json.dumps({"code": code, "heavy": heavy, "legacy": legacy, "commands": commands}), file=sys.stderr)
+lazy = sorted(m for m in sys.modules if m in LAZY)
+print(json.dumps({"code": code, "heavy": heavy, "legacy": legacy, "commands": commands, "lazy": lazy}),
+      file=sys.stderr)
 """
+
+#: Modules `append` of a legacy program imports only on the path that needs them (issue #37):
+#: recompute and what it imports (the checkpoint chooser, the liveness model, logging), with
+#: --checkpoints; views.summary, for the note on a result without parameter gradients.
+#: (google.protobuf.text_format is not among them: the generated framework_pb2 imports it
+#: through protobuf's own modules, for binary programs too.)
+LAZY_ON_APPEND = ["logging", "pybackward.analysis.checkpoint_choice", "pybackward.analysis.liveness",
+                  "pybackward.backward.recompute", "pybackward.views.summary"]
+PROBE = f"LAZY = {LAZY_ON_APPEND!r}\n" + PROBE
 
 
 def _imports(*args: str) -> dict:
@@ -136,6 +147,19 @@ def test_the_probe_sees_a_kernel_command_import_them(tmp_path):
     out = _imports("run", str(LENET / "forward.pb"))
     assert out["code"] in (0, None), out
     assert "numpy" in out["heavy"] and "pybackward.ops.nn.conv" in out["heavy"]
+
+
+def test_append_of_a_binary_program_imports_only_what_it_runs(tmp_path):
+    """`append` (no checkpoints, parameter gradients found) of a binary legacy program imports
+    none of LAZY_ON_APPEND; with --checkpoints it imports recompute (the probe is not vacuous)."""
+    out = _imports(*_program_commands(tmp_path)["append"])
+    assert out["code"] in (0, None) and out["lazy"] == [], out
+    fwd = str(LENET / "forward.pb")
+    out = _imports("append", "--loss", "mean_0.tmp_0", "--checkpoints", "conv2d_0.tmp_0", fwd,
+                   str(tmp_path / "ck.pb"))
+    assert out["code"] in (0, None), out
+    assert {"pybackward.backward.recompute", "pybackward.analysis.checkpoint_choice"} <= set(out["lazy"])
+    assert "pybackward.backward.recompute" not in _imports("--help")["lazy"]
 
 
 def test_append_output_is_unchanged(tmp_path):

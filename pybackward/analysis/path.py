@@ -13,13 +13,13 @@ from .._proto import framework_pb2 as pb
 from ..base.errors import ProgramFileError, UnknownOpError, where
 from ..ops import registry
 from ..legacy.program import Block, Operator, Program, Variable
-from ..legacy.names import grad_name
+from ..legacy.names import GRAD_SUFFIX
 
 
 
 def stop_gradient_names(program: Program) -> dict[int, set[str]]:
     """Per block, `name@GRAD` for every var declared with stop_gradient."""
-    return {b.idx: {grad_name(n) for n, v in b.vars.items() if v.stop_gradient}
+    return {b.idx: {n + GRAD_SUFFIX for n, v in b.vars.items() if v.desc.stop_gradient}   # (grad_name)
             for b in program.blocks}
 
 
@@ -145,6 +145,11 @@ def _op_path(block: Block, output_names: set[str], inputs: list[Variable], no_gr
             else:
                 relevant[i] = False
     ended: dict[str, int] = {}   # var -> the op whose write ended its earlier value
+    ended_names = ended.keys()   # (a live view)
+    track = redefinitions is not None and not is_while
+    has_grad: dict[str, bool] = {}     # op type -> _has_grad, asked once per type (it raises for none)
+    find_var = block.find_var_recursive
+    dense = pb.VarType.DENSE_TENSOR
     for i in range(len(ops) - 1, -1, -1):
         op = ops[i]
         sub = op.sub_block
@@ -153,21 +158,38 @@ def _op_path(block: Block, output_names: set[str], inputs: list[Variable], no_gr
             wanted = output_names & set(op.output_arg_names)
             sub_paths[sub_block.idx] = sub_block_path(sub_block, op, set(), sub_paths, wanted, loops)
         outs = op.output_arg_names
-        if redefinitions is not None and not is_while and sub is None and not ended.keys().isdisjoint(outs):
+        here = track and sub is None
+        if here and ended and not ended_names.isdisjoint(outs):
             _redefined(block, op, i, output_names, ended, redefinitions)
-        if not output_names.isdisjoint(outs) and _has_grad(op, i):
-            ins = [n for n in _edge_inputs(op, stop_edges) if n not in no_grad]
-            if redefinitions is not None and not is_while and sub is None:
-                defs = {n for n in op.output_arg_names
-                        if n not in op.input_arg_names and _is_plain_tensor(block, n)}
+        if output_names.isdisjoint(outs):
+            relevant[i] = False
+            continue
+        t = op.type
+        g = has_grad.get(t)
+        if g is None:
+            g = has_grad[t] = _has_grad(op, i)
+        if not g:
+            relevant[i] = False
+            continue
+        all_ins = op.input_arg_names
+        edge = _edge_inputs(op, stop_edges) if stop_edges else all_ins
+        ins = edge if no_grad.isdisjoint(edge) else [n for n in edge if n not in no_grad]
+        if here:
+            # The outputs the op writes without reading them, that are dense tensors
+            # (`_is_plain_tensor`, inlined: one call per op on the path).
+            defs = set()
+            for n in set(outs).difference(all_ins):
+                v = find_var(n)
+                if v is not None and v.desc.type.type == dense:
+                    defs.add(n)
+            if ended and not ended_names.isdisjoint(ins):
                 for n in ins:
                     if n in ended and n not in defs:
                         _refuse_mixed(block, n, ended[n], i)
+            if defs:
                 output_names.difference_update(defs)
                 ended.update(dict.fromkeys(defs, i))
-            output_names.update(ins)
-        else:
-            relevant[i] = False
+        output_names.update(ins)
     if is_while:
         # Loop-carried values: ops writing anything still needed join the path.
         for i in range(len(ops) - 1, -1, -1):
@@ -251,7 +273,7 @@ def unused_outputs(block: Block, path: list[Operator], targets: list[Variable],
     unused: set[str] = set()
     for op in reversed(path):
         ins = op.input_arg_names
-        if op.sub_block is None:
+        if op.sub_block is None and not needed.issuperset(op.output_arg_names):   # (else: all are read)
             in_set = set(ins)
             for n in op.output_arg_names:
                 if n in needed or n in in_set:
@@ -259,5 +281,5 @@ def unused_outputs(block: Block, path: list[Operator], targets: list[Variable],
                 v = block.find_var_recursive(n)
                 if not (v is not None and v.stop_gradient):
                     unused.add(n)
-        needed.update([n for n in ins if n not in no_grad])
+        needed.update(ins if no_grad.isdisjoint(ins) else [n for n in ins if n not in no_grad])
     return unused

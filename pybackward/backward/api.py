@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 from ..base import dtypes
 from ..base.errors import ArgumentError, ArgumentTypeError, PyBackwardWarning, VarNotFoundError, where
 from ..legacy.program import OP_DEVICE_ATTR, OP_ROLE_ATTR, Block, Program, Variable
-from . import guards, recompute
+from . import guards
 from .deviations import (add_seeds_of_nested_targets, refuse_wrong_programs, report_carried_loop_vars,
                          report_dead_writes, user_stacklevel)
 from .grad_ops import PassState, append_backward_ops
@@ -209,7 +209,10 @@ def append_backward(loss: Variable | str, parameter_list: Sequence[Variable | st
     loss_op = loss_op_of(loss)
     guards.check_input_repeats(program)
     params = _skip_non_float_params(program, params, parameter_list is not None, user_no_grad)
-    if recompute.wants_recompute(checkpoints):
+    # recompute (and the checkpoint chooser, the liveness model and logging it imports: ~20 ms of
+    # start-up) is imported only when checkpoints are given: None is never a recompute.
+    recompute = _recompute() if checkpoints is not None else None
+    if recompute is not None and recompute.wants_recompute(checkpoints):
         if not paddle_exact:
             refuse_wrong_programs(program)
         return recompute.append_backward_with_checkpoints(
@@ -234,9 +237,15 @@ def append_for_choice(program: Program, loss: str, checkpoints: Sequence[str], n
         recomputed[0] = len(done.recomputed)
     var = program.global_block().var(loss)
     params = [v.name for v in program.global_block().all_parameters()]
-    recompute.append_backward_with_checkpoints(program, var, loss_op_of(var), params, set(no_grad),
-                                               list(checkpoints), scratch=False, on_done=count)
+    _recompute().append_backward_with_checkpoints(program, var, loss_op_of(var), params, set(no_grad),
+                                                  list(checkpoints), scratch=False, on_done=count)
     return recomputed[0]
+
+
+def _recompute():
+    """The recompute module, imported on first use (start-up: `append` without checkpoints never needs it)."""
+    from . import recompute
+    return recompute
 
 
 def _skip_non_float_params(program: Program, params: list[str], explicit: bool,

@@ -27,6 +27,8 @@ And one check after the pass, before anything is returned or written:
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
+from operator import attrgetter
 from typing import Iterable
 
 from ..base import attrs as _attrs
@@ -34,6 +36,10 @@ from ..base import dtypes
 from ..base.errors import ArgumentError, ProgramFileError, where
 from ..legacy.program import OP_ROLE_ATTR, OP_ROLE_BACKWARD, Block, Program, Variable
 from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX
+
+_DENSE = dtypes.VarType.DENSE_TENSOR
+_INPUT_NAMES = attrgetter("input_arg_names")
+_OUTPUT_NAMES = attrgetter("output_arg_names")
 
 #: The most times one var may appear in one input slot of one op.
 MAX_REPEATS_IN_SLOT = 1000
@@ -60,6 +66,10 @@ def check_input_repeats(program: Program, limit: int | None = None) -> None:
     """Refuse an op that lists one var more than `limit` times in one input slot."""
     limit = MAX_REPEATS_IN_SLOT if limit is None else limit
     for b in program.blocks:
+        # No op of the block lists more than `limit` inputs in all (one pass in C over the
+        # views' cached names): no slot can repeat a var that often.
+        if max(map(len, map(_INPUT_NAMES, b.ops)), default=0) <= limit:
+            continue
         for i, view in enumerate(b.ops):
             if len(view.input_arg_names) <= limit:    # (no slot can hold more; the views cache the names)
                 continue
@@ -79,9 +89,18 @@ def check_input_repeats(program: Program, limit: int | None = None) -> None:
 def non_float_params(program: Program, names: list[str]) -> list[Variable]:
     """The parameters among `names` whose dtype cannot carry a gradient."""
     out = []
+    own = program.blocks[0].vars if program.blocks else {}
+    floats = dtypes.FLOAT_TYPES
     for n in names:
-        v = _find(program, n)
-        if v is not None and v.data_type is not None and not dtypes.is_float(v.data_type):
+        v = own.get(n)
+        if v is None:
+            v = _find(program, n)
+            if v is None:
+                continue
+        # `v.data_type`, read directly for a dense tensor (nearly every parameter; 2x faster)
+        vt = v.desc.type
+        dt = vt.dense_tensor.tensor.data_type if vt.type == _DENSE else v.data_type
+        if dt is not None and dt not in floats:
             out.append(v)
     return out
 
@@ -154,6 +173,14 @@ def check_declared(program: Program, block: Block, start: int, grad_blocks: Iter
 
     for b, ops in [(block, block.ops[start:])] + [(blocks[i], blocks[i].ops) for i in sorted(grad_blocks)]:
         own = b.vars
+        # Every name the ops write or read, in one set built in C; only when one of them is
+        # not the block's own (nor the empty name) are the ops looked at one by one, in order.
+        names = set(chain.from_iterable(map(_INPUT_NAMES, ops)))
+        names.update(chain.from_iterable(map(_OUTPUT_NAMES, ops)))
+        missing = names.difference(own)
+        missing.discard(EMPTY_VAR_NAME)
+        if all(visible(b, n) for n in missing):
+            continue
         declared = own.__contains__
         for op in ops:
             for outputs, args in ((False, op.input_arg_names), (True, op.output_arg_names)):

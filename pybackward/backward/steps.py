@@ -80,7 +80,8 @@ def as_paddle_parses(program: Program, keep_param_stop_gradient: bool) -> None:
         return
     for b in program.blocks:
         for v in b.vars.values():
-            if v.is_parameter and v.stop_gradient:
+            d = v.desc           # (v.is_parameter and v.stop_gradient, read from the desc at once)
+            if d.is_parameter and d.stop_gradient:
                 v.stop_gradient = False
 
 
@@ -97,14 +98,22 @@ def rename_existing_grads(program: Program, block: Block, start: int, grad_to_va
     """Paddle's `_rename_grad_`: apply target-grad renames; outputs that clash
     with existing vars get a unique `name_N`."""
     var_map = dict(target_grad_map)
-    skip = set(skip)
+    # The outputs to rename: grads the block already declares (the loop declares none), not
+    # skipped. A first pass on a forward program has none and no target grads: nothing to do.
+    clashes = {n for n in block.vars if GRAD_SUFFIX in n}
+    clashes.difference_update(skip)
+    if not clashes and not var_map:
+        return
     for op in block.ops[start:]:
         if var_map and not var_map.keys().isdisjoint(op.input_arg_names):
             for name in op.input_arg_names:
                 if name in var_map:
                     op.rename_input(name, var_map[name])
-        for name in op.output_arg_names:
-            if GRAD_SUFFIX not in name or not block.has_var(name) or name in skip:
+        outs = op.output_arg_names
+        if clashes.isdisjoint(outs):
+            continue
+        for name in outs:
+            if name not in clashes:
                 continue
             new = unique_name(program, name)
             op.rename_output(name, new)
@@ -167,17 +176,22 @@ def params_and_grads(program: Program, loss: Variable, params: list[str],
     tagged with Paddle's `op_role_var` = [param, grad, ...]. `emitted_attrs`:
     `PassState.emitted_attrs` (the attr bytes of the ops emitted as bytes)."""
     root = program.global_block()
+    root_vars, loss_vars = root.vars, loss.block.vars
     pairs: list[tuple[Variable, Variable | None]] = []
     tags: list[tuple[str, str]] = []       # (param, grad) names, read once
     for p in params:
-        if p not in grad_info:
+        info = grad_info.get(p)
+        if info is None:
             continue
-        gname, gblock = grad_info[p]
-        if loss.block.has_var(gname):
-            pairs.append((root.var(p), gblock.vars[gname]))
+        gname, gblock = info
+        param = root_vars.get(p)
+        if param is None:
+            param = root.var(p)            # (raises VarNotFoundError)
+        if gname in loss_vars:
+            pairs.append((param, gblock.vars[gname]))
             tags.append((p, gname))
         else:
-            pairs.append((root.var(p), None))
+            pairs.append((param, None))
     # The last op writing each gradient: found from the end, stopping once
     # all are found (they are written by the ops the pass just appended).
     wanted = {g for _, g in tags}
@@ -185,7 +199,10 @@ def params_and_grads(program: Program, loss: Variable, params: list[str],
     for op in reversed(root.ops):
         if not wanted:
             break
-        for n in op.output_arg_names:
+        outs = op.output_arg_names
+        if wanted.isdisjoint(outs):
+            continue
+        for n in outs:
             if n in wanted:
                 last_writer[n] = op
                 wanted.discard(n)
@@ -227,8 +244,12 @@ def tag_op_role_var(desc: pb.OpDesc, param: str, grad: str, places: dict[bytes, 
     if old is _GENERAL:
         prepend_to_list_attr(desc, OP_ROLE_VAR_ATTR, [param, grad], _STRINGS)
         return
-    data = _ROLE_VAR_HEAD + b"".join([_STRING_HEADS[len(e)] + e if len(e) < 0x80 else length_delimited(0x42, e)
-                                      for e in [v.encode() for v in (param, grad, *(old or ()))]])
+    pe, ge = param.encode(), grad.encode()
+    if not old and len(pe) < 0x80 and len(ge) < 0x80:     # (the common case, without the general join)
+        data = _ROLE_VAR_HEAD + _STRING_HEADS[len(pe)] + pe + _STRING_HEADS[len(ge)] + ge
+    else:
+        data = _ROLE_VAR_HEAD + b"".join([_STRING_HEADS[len(e)] + e if len(e) < 0x80 else length_delimited(0x42, e)
+                                          for e in [pe, ge, *[v.encode() for v in (old or ())]]])
     if old is None:
         desc.attrs.insert(j, pb.OpDesc.Attr.FromString(data))
     else:
