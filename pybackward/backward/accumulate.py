@@ -43,6 +43,11 @@ def _device(op: GradOp) -> str:
     return ""
 
 
+def grad_op_device(op: GradOp) -> str:
+    """The device accumulation gives the `sum` of a var this op writes a version of."""
+    return _device(op)
+
+
 def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_add: int = 0,
                                 inplace_kept: list[str] | None = None,
                                 incoming: Iterable[str] = (), no_grad: Container[str] = ()) -> list[GradOp]:

@@ -10,7 +10,7 @@ and declares each new var with its forward var's type, shape and dtype.
 """
 from __future__ import annotations
 
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import Any, Callable, Sequence
 
 from ..base import attrs as _attrs
@@ -364,6 +364,166 @@ def _emit_bytes(block: Block, ops: Sequence[GradOp],
             attrs_out[id(desc)] = (desc, attrs)
 
 
+class FlatInfo:
+    """What every grad op of one kind shares, for the fused walk
+    (`fused.py`): its type, its slots (inputs then outputs, each sorted by
+    name, as `_emit_bytes` writes them) with how many names each holds, the
+    attr bytes `fill_op_desc` writes (`attr_bytes`), its device (as
+    accumulation reads it), and what `create_grad_vars` reads of its OpDef.
+    A `FlatOp`'s names fill the slots in that order."""
+
+    __slots__ = ("type", "nin", "slots", "single", "type_field", "attrs", "tail", "device", "gin", "gout", "lod",
+                 "lod_range", "trims", "plain")
+
+    def __init__(self, op_type: str, ins: Sequence[tuple[str, int]], outs: Sequence[tuple[str, int]],
+                 attrs: bytes, device: str, gin: Sequence[int] = (), gout: Sequence[int] = ()):
+        self.type = op_type
+        self.nin = sum(n for _, n in ins)
+        #: the indices among the names of the input gradients, and of the output
+        #: gradients (names holding `@GRAD`; no `@EMPTY@`): the same for every op
+        #: of the kind (forward names hold no `@GRAD`, renames keep it)
+        self.gin = tuple(gin)
+        self.gout = tuple(gout)
+        fields = ([(_field(0x0A, s.encode()), _IN_HEADS, n) for s, n in ins]
+                  + [(_field(0x0A, s.encode()), _OUT_HEADS, n) for s, n in outs])
+        #: every slot holds one name: `slots` as (param field, its length, heads);
+        #: else (param field, its length, heads, count)
+        self.single = all(n == 1 for _, _, n in fields)
+        self.slots = tuple([(p, len(p), h) if self.single else (p, len(p), h, n) for p, h, n in fields])
+        self.type_field = length_delimited(_TYPE_TAG, op_type.encode())
+        self.attrs = attrs
+        self.tail = self.type_field + attrs
+        self.device = device
+        opdef = registry.find(op_type)
+        # (what create_grad_vars reads of the OpDef, per op: here once)
+        ranges, at = {}, 0
+        for s, n in ins:
+            ranges[s] = (at, at + n)
+            at += n
+        self.lod = 1
+        self.lod_range = None
+        self.trims: tuple = ()
+        self.plain = True      # nothing create_grad_vars does for this type that the flat loop does not
+        if opdef is not None:
+            self.lod = int(bool(opdef.sets_lod_level))
+            if self.lod and opdef.lod_needs_input is not None:
+                self.lod_range = ranges.get(opdef.lod_needs_input, (0, 0))
+            self.trims = tuple([(s, *ranges.get(s, (0, 0))) for s in opdef.trims_missing_inputs])
+            if opdef.sync_type_slots:
+                self.plain = False
+        if not plain_grad_type(op_type) or _SUB_BLOCK_BYTES in attrs:
+            self.plain = False
+
+
+def plain_grad_type(op_type: str) -> bool:
+    """Whether `create_grad_vars` does nothing for a grad op of this type
+    beyond what `_declare_flat` does (no var-type syncs, no sparse grads)."""
+    if op_type in _SPARSE_GRAD_OPS:
+        return False
+    opdef = registry.find(op_type)
+    return opdef is None or not opdef.sync_type_slots
+
+
+class FlatOp:
+    """One grad op of the fused walk: its `FlatInfo` and its names, the
+    slots' names one after another (inputs first: `info.nin` of them)."""
+
+    __slots__ = ("info", "names")
+
+    def __init__(self, info: FlatInfo, names: list[str]):
+        self.info = info
+        self.names = names
+
+
+class FlatRun:
+    """The grad ops the fused walk emitted into `block` (ops `begin` to
+    `end`), for `create_grad_vars` to declare their vars from (`usable`
+    says whether they still stand as written)."""
+
+    __slots__ = ("block", "begin", "end", "ops", "views", "ins", "outs")
+
+    def __init__(self, block: Block, begin: int, ops: list[FlatOp]):
+        self.block = block
+        self.begin = begin
+        self.ops = ops
+        self.views = block.ops[begin:]
+        self.end = begin + len(self.views)
+        self.ins = [v._in_args for v in self.views]
+        self.outs = [v._out_args for v in self.views]
+
+    def usable(self, block: Block) -> bool:
+        """The ops are those emitted, unedited: the same views, holding the
+        argument tuples `emit_flat` gave them (a rename or `set_input`
+        drops them; reading the names again makes new ones)."""
+        return (block is self.block and len(block.ops) == self.end and len(self.views) == len(self.ops)
+                and all(map(is_, block.ops[self.begin:], self.views))
+                and all(map(is_, [v._in_args for v in self.views], self.ins))
+                and all(map(is_, [v._out_args for v in self.views], self.outs)))
+
+
+def emit_flat(block: Block, ops: Sequence[FlatOp],
+              attrs_out: dict[int, tuple[pb.OpDesc, bytes]] | None = None) -> None:
+    """`_emit_bytes` for the fused walk's ops: the same wire bytes, from
+    each op's `FlatInfo` and names, and the same views' caches."""
+    if not ops:
+        return
+    args: dict[str, bytes] = {}
+    pieces = []
+    views = []
+    short = _SHORT
+    op_heads = _OP_HEADS
+    for fo in ops:
+        info, names = fo.info, fo.names
+        body = []
+        if info.single:
+            # (every slot one name, the common case: no per-slot list)
+            for (p, lp, heads), a in zip(info.slots, names):
+                e = args.get(a)
+                if e is None:
+                    e = a.encode()
+                    n = len(e)
+                    e = args[a] = short[n] + e if n < 0x80 else length_delimited(0x12, e)
+                n = lp + len(e)
+                if n < 0x80:
+                    body += (heads[n], p, e)
+                else:
+                    body.append(length_delimited(heads[0][0], p + e))
+        else:
+            k = 0
+            for p, lp, heads, cnt in info.slots:
+                enc = [p]
+                for a in names[k:k + cnt]:
+                    e = args.get(a)
+                    if e is None:
+                        e = a.encode()
+                        n = len(e)
+                        e = args[a] = short[n] + e if n < 0x80 else length_delimited(0x12, e)
+                    enc.append(e)
+                data = b"".join(enc)
+                k += cnt
+                n = len(data)
+                body.append(heads[n] + data if n < 0x80 else length_delimited(heads[0][0], data))
+        body.append(info.tail)
+        op_data = b"".join(body)
+        n = len(op_data)
+        pieces.append(op_heads[n] + op_data if n < 0x80 else
+                      bytes((_OPS_TAG, (n & 0x7F) | 0x80, n >> 7)) + op_data if n < 0x4000
+                      else length_delimited(_OPS_TAG, op_data))
+        nin = info.nin
+        views.append((tuple(names[:nin]), tuple(names[nin:])))
+    start = len(block.desc.ops)
+    block.desc.MergeFromString(b"".join(pieces))
+    new_ops = block.ops
+    for desc, (ins, outs), fo in zip(block.desc.ops[start:], views, ops):
+        op = Operator(block, desc)
+        op._in_args = ins
+        op._out_args = outs
+        op._sub_block = None          # (FlatInfo.plain: no sub_block attr)
+        new_ops.append(op)
+        if attrs_out is not None:
+            attrs_out[id(desc)] = (desc, fo.info.attrs)
+
+
 def _field(tag: int, data: bytes) -> bytes:
     """`length_delimited(tag, data)`, with the common short case inline."""
     n = len(data)
@@ -380,8 +540,14 @@ _NAME_HEADS = [bytes((0x0A, n)) for n in range(0x80)]      # VarDesc.name = 1
 
 def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
                      grad_info: dict[str, tuple[str, Block]], parent_ops: dict[int, Operator],
-                     _pending: dict[int, dict[str, "pb.VarDesc | NewVar"]] | None = None) -> None:
+                     _pending: dict[int, dict[str, "pb.VarDesc | NewVar"]] | None = None,
+                     flat: FlatRun | None = None) -> None:
     """Declare the vars the ops from `start` on write; drop grad ops that cannot run.
+
+    `flat`: the ops the fused walk emitted into `block` (`FlatRun`); if they
+    still stand as written, the end of the block, and `block` takes the fast
+    case below, their vars are declared from its names and infos (the same
+    steps, in the same order, as for the other ops).
 
     Lookups are Paddle's `has_var_recursive` (the forward block, then the
     parent, of every block on the way), and see the vars created so far in
@@ -427,9 +593,12 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
         def new_var(name: str, lod_level: bool) -> NewVar:
             return _grad_var_desc(block, name, pending, lod_level)
 
+    if flat is not None and not (block.idx == 0 and block.forward_block_idx == -1 and owner is None
+                                 and start <= flat.begin and flat.usable(block)):
+        flat = None
     opdefs: dict[str, Any] = {}
     remove: list[int] = []
-    for i in range(start, len(block.ops)):
+    for i in range(start, len(block.ops) if flat is None else flat.begin):
         op = block.ops[i]
         if op.sub_block is not None:
             create_grad_vars(program.block(op.sub_block), 0, grad_to_var, grad_info, parent_ops, pending)
@@ -478,12 +647,60 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
             _sync_empty_var(block, op, in_slot, out_slot, created, pending)
         if op_type in _SPARSE_GRAD_OPS and op.attr("is_sparse", False):
             _declare_selected_rows(op.output("W@GRAD"), created)
+    if flat is not None:
+        _declare_flat(block, flat, created, exists, new_var, grad_to_var, grad_info, remove)
     for i in reversed(remove):
         del block.desc.ops[i]
     if remove:
         block.ops = [Operator(block, d) for d in block.desc.ops]
     if created:
         _append_vars_sorted(block, list(created.values()))
+
+
+def _declare_flat(block: Block, flat: FlatRun, created: dict, exists: Callable[[str], bool],
+                  new_var: Callable[[str, bool], "NewVar"], grad_to_var: dict[str, str],
+                  grad_info: dict[str, tuple[str, Block]], remove: list[int]) -> None:
+    """`create_grad_vars`' loop over the fused walk's ops (block 0, no loop
+    owner, no sub-blocks, no var-type syncs or sparse grads: `FlatInfo.plain`),
+    reading each op's names from the walk instead of its view."""
+    own = block.vars
+    i = flat.begin
+    for fo in flat.ops:
+        info, names = fo.info, fo.names
+        nin = info.nin
+        out_args = names[nin:]
+        if not out_args or (out_args[0] == EMPTY_VAR_NAME and all(n == EMPTY_VAR_NAME for n in out_args)):
+            remove.append(i)
+            i += 1
+            continue
+        grad_ins = [names[k] for k in info.gin]
+        if grad_ins and created.keys().isdisjoint(grad_ins) and not any(exists(n) for n in grad_ins):
+            remove.append(i)
+            i += 1
+            continue
+        for slot, a, b in info.trims:
+            kept = [n for n in names[a:b] if exists(n) or n in out_args]
+            if not kept:
+                raise PyBackwardError(f"{where(block.program.source, block.idx, i, info.type)}: after dropping "
+                                      f"the gradients no op produced, slot '{slot}' is empty")
+            if len(kept) != b - a:
+                block.ops[i].set_input(slot, kept)
+        sets_lod = info.lod == 1 and (info.lod_range is None
+                                      or all(exists(n) for n in names[info.lod_range[0]:info.lod_range[1]]))
+        for name in out_args:
+            if name == EMPTY_VAR_NAME:
+                continue
+            if name not in created and name not in own:       # (exists(name), inline)
+                created[name] = new_var(name, sets_lod)
+                fwd = grad_to_var.get(name, _UNSEEN)
+                if fwd is not _UNSEEN:
+                    grad_info[fwd] = (name, block)
+                continue
+            if sets_lod:
+                desc = created.get(name) or find_var_desc(block, name)
+                if desc is not None:
+                    _set_lod_level(desc)
+        i += 1
 
 
 def _sync_empty_var(block: Block, op: Operator, in_slot: str, out_slot: str,

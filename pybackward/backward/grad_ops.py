@@ -23,6 +23,7 @@ from .deviations import (accumulate_array_read_grads, carried_in_place, copy_gra
                          refuse_aliased_outputs, report_grads_written_in_place, split_loop_var_versions,
                          zero_seeds_of_loop_grads)
 from .emit import Callback, emit, fill_op_desc
+from .fused import fused_walk
 from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX, grad_name, repeated_grad_name
 from .prune import find_not_needed, remove_no_grad_branch
 from ..legacy.wire import attrs_tail
@@ -51,6 +52,9 @@ class PassState:
     #: id(desc) -> (desc, its attrs' wire bytes) of each grad op emitted as
     #: bytes (`emit`), for `steps.tag_op_role_var` (not read back from the op)
     emitted_attrs: dict[int, tuple[Any, bytes]] = dataclasses.field(default_factory=dict)
+    #: the grad ops the fused walk emitted (`fused.py`; an `emit.FlatRun`), whose
+    #: vars `steps.finish` has `create_grad_vars` declare from the walk's names
+    flat_run: Any = None
 
 
 class _SubBlockFwdOp(FwdOp):
@@ -169,6 +173,64 @@ def make_op_grads_mapped(op: Operator, no_grad: set[str] | frozenset[str],
     return grads, mapped
 
 
+def spec_made(ops: Iterable[Operator]) -> list[tuple[Operator, Any, Any]] | None:
+    """(op, desc, GradSpec) of each op, or None if some op's grads are not
+    made by the registry's spec maker (a cheap first test: the OpDef of each
+    type looked up once; most real models have such an op)."""
+    specs: dict[str, Any] = {}
+    typed = []
+    for op in ops:
+        desc = op.desc
+        t = desc.type
+        spec = specs.get(t, _NO_SPEC)
+        if spec is _NO_SPEC:
+            opdef = registry.find(t)
+            spec = specs[t] = (opdef.grad if opdef is not None and opdef.grad_kind == "spec"
+                               and type(opdef).make_grad is _SPEC_MAKER else None)
+        if spec is None:
+            return None
+        typed.append((op, desc, spec))
+    return typed
+
+
+def op_templates(typed: list[tuple[Operator, Any, Any]], no_grad: set[str] | frozenset[str]
+                 ) -> list[tuple["_Template", list[str], Operator]] | None:
+    """The `_Template` `make_op_grads_mapped` instantiates for each op of
+    `spec_made`'s list (recorded now by one call to it if none is yet), the
+    names it substitutes (`vals`) and the op; None as soon as an op has none
+    (names holding `@GRAD`, names not all distinct when it is recorded, a
+    device that is not a string): the fused walk then declines the block.
+    The list ends early at a template the walk found it cannot take
+    (`tmpl.fused is False`): it declines there."""
+    out = []
+    contains = no_grad.__contains__
+    for op, desc, spec in typed:
+        ins, outs = op.input_arg_names, op.output_arg_names
+        names = ins + outs
+        if GRAD_SUFFIX in "\0".join(names):
+            return None
+        rec_ins, rec_outs = op.slot_records()
+        gins = [a + GRAD_SUFFIX for a in ins]
+        key = (id(spec), attrs_tail(desc.SerializePartialToString()),
+               tuple([(s, len(args)) for s, args in rec_ins]),
+               tuple([(s, len(args)) for s, args in rec_outs]), tuple(map(contains, gins)))
+        tmpl = _TEMPLATES.get(key)
+        if tmpl is None or tmpl.spec is not spec:
+            make_op_grads_mapped(op, no_grad)
+            tmpl = _TEMPLATES.get(key)
+            if tmpl is None or tmpl.spec is not spec or tmpl.positions is None:
+                return None
+        out.append((tmpl, [*names, *gins, *[a + GRAD_SUFFIX for a in outs], EMPTY_VAR_NAME], op))
+        if tmpl.fused is False:
+            # (the walk declines at this template, as it did before: the ops
+            # after it are not looked at)
+            return out
+    return out
+
+
+_NO_SPEC = object()
+
+
 class _Template:
     """The grad ops a `GradSpec` made for one forward op, with every name
     replaced by its position among the forward op's names (`vals`: its
@@ -178,13 +240,18 @@ class _Template:
     finds names by slot and position only, so any op with the same key
     gets these ops with its own names."""
 
-    __slots__ = ("spec", "ops", "mapped", "tail")
+    __slots__ = ("spec", "ops", "mapped", "tail", "positions", "fused")
 
-    def __init__(self, spec: Any, ops: list, mapped: list, tail: bytes):
+    def __init__(self, spec: Any, ops: list, mapped: list, tail: bytes, positions: list | None = None):
         self.spec = spec
         self.ops = ops          # [(type, input slots, output slots (`_slot_plan`), attrs, uses base attrs)]
         self.mapped = mapped    # [(grad pos, forward pos), ...] in the map's order
         self.tail = tail        # the forward op's attr bytes (part of the key: equal for every hit)
+        #: per op, ([(slot, [pos, ...]), ...] of its inputs, the same of its outputs): the
+        #: positions `_slot_plan` hides in its getters, for the fused walk (`fused.py`)
+        self.positions = positions
+        #: what the fused walk made of this template (None: not yet; False: not for it)
+        self.fused: Any = None
 
     @classmethod
     def record(cls, spec: Any, grads: list[GradOp], mapped: dict[str, str], vals: list[str],
@@ -193,10 +260,10 @@ class _Template:
         if len(where_) != len(vals):
             return None
         try:
-            ops = [(g.type, _slot_plan({s: [where_[a] for a in args] for s, args in g.inputs.items()}),
-                    _slot_plan({s: [where_[a] for a in args] for s, args in g.outputs.items()}),
-                    dict(g.attrs), g.base_attrs is base)
-                   for g in grads]
+            positions = [([(s, [where_[a] for a in args]) for s, args in g.inputs.items()],
+                          [(s, [where_[a] for a in args]) for s, args in g.outputs.items()]) for g in grads]
+            ops = [(g.type, _slot_plan(dict(ins)), _slot_plan(dict(outs)), dict(g.attrs), g.base_attrs is base)
+                   for g, (ins, outs) in zip(grads, positions)]
             pairs = [(where_[k], where_[v]) for k, v in mapped.items()]
         except KeyError:        # a name that is no forward name (not a spec's)
             return None
@@ -204,7 +271,7 @@ class _Template:
             if g.fresh or g.grad_to_var is not None or type(g) is not GradOp or (
                     g.base_attrs is not base and g.base_attrs):
                 return None
-        return cls(spec, ops, pairs, tail)
+        return cls(spec, ops, pairs, tail, positions)
 
     def instantiate(self, vals: list[str], attrs_desc: Any) -> tuple[list[GradOp], dict[str, str]]:
         base_key = (attrs_desc, self.tail, len(attrs_desc))
@@ -307,8 +374,14 @@ def append_backward_ops(block: Block, path: list[Operator], targets: list[Variab
                         rename_map: dict[str, str] | None = None, loop_owner: Operator | None = None) -> None:
     """Create, accumulate, prune and emit the grad ops of `path` into `target_block`.
 
-    `loop_owner`: the `while` op when `block` is its body."""
+    `loop_owner`: the `while` op when `block` is its body. A block the fused
+    walk qualifies (`fused.py`: block 0 of a first pass, straight-line, every
+    grad op from a template, ...) is done by it in one walk, with the same
+    result; the steps below are the general case."""
     program = state.program
+    if fused_walk(block, path, targets, target_block, state, input_grad_names, loop_owner,
+                  (spec_made, op_templates)):
+        return
     times = program.appending_grad_times
     rename_map = {} if rename_map is None else rename_map
     descs: list[GradOp] = []

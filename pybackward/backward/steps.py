@@ -129,7 +129,11 @@ def finish(program: Program, block: Block, start: int, state: PassState,
     returns forward name -> (grad name, block that declares it)."""
     rename_existing_grads(program, block, start, state.grad_to_var, target_grad_map, skip)
     grad_info: dict[str, tuple[str, Block]] = {}
-    create_grad_vars(block, start, state.grad_to_var, grad_info, state.grad_block_owner)
+    # (the fused walk's ops: their vars declared from its names, if they still
+    # stand as it wrote them - `create_grad_vars` checks)
+    flat, state.flat_run = state.flat_run, None
+    create_grad_vars(block, start, state.grad_to_var, grad_info, state.grad_block_owner,
+                     flat=None if target_grad_map else flat)
     check_declared(program, block, start, state.grad_block_owner)
     return grad_info
 
