@@ -78,19 +78,24 @@ def _cpu(fn: Callable[[], object]) -> float:
     return time.process_time() - t
 
 
-def _growth(small: Callable[[], object], large: Callable[[], object], repeat: int) -> float:
-    """Best large time over best small time, runs interleaved."""
-    best_small = best_large = float("inf")
+def _growth(small: Callable[[], object], large: Callable[[], object], repeat: int,
+            best: list[float] | None = None) -> float:
+    """Best large time over best small time, runs interleaved. `best` ([small,
+    large]) pools the bests over attempts: the machine's noise only ever adds
+    time, so the least time seen is the best estimate of each, and a ratio of
+    pooled minima is steadier than any one attempt's."""
+    best = [float("inf")] * 2 if best is None else best
     for _ in range(repeat):
-        best_small = min(best_small, _cpu(small))
-        best_large = min(best_large, _cpu(large))
-    return best_large / max(best_small, 1e-9)
+        best[0] = min(best[0], _cpu(small))
+        best[1] = min(best[1], _cpu(large))
+    return best[1] / max(best[0], 1e-9)
 
 
 def _assert_growth(what: str, small, large, repeat: int, limit: float) -> None:
     ratios = []
+    best = [float("inf")] * 2
     for _ in range(ATTEMPTS):
-        ratios.append(_growth(small, large, repeat))
+        ratios.append(_growth(small, large, repeat, best))
         if ratios[-1] <= limit:
             return
     raise AssertionError(f"{what}: 4x the ops took {min(ratios):.1f}x the time (at most {limit}x "
