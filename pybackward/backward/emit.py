@@ -468,13 +468,17 @@ def emit_flat(block: Block, ops: Sequence[FlatOp],
     if not ops:
         return
     args: dict[str, bytes] = {}
-    pieces = []
-    views = []
+    # Each op's fields go straight into `pieces` after its head (its length
+    # summed on the way): no per-op join, no copy of the op's bytes to put
+    # the head on.
+    pieces: list[bytes] = []
     short = _SHORT
     op_heads = _OP_HEADS
     for fo in ops:
         info, names = fo.info, fo.names
-        body = []
+        at = len(pieces)
+        pieces.append(b"")            # (the op's head, once its size is known)
+        size = len(info.tail)
         if info.single:
             # (every slot one name, the common case: no per-slot list)
             for (p, lp, heads), a in zip(info.slots, names):
@@ -485,9 +489,12 @@ def emit_flat(block: Block, ops: Sequence[FlatOp],
                     e = args[a] = short[n] + e if n < 0x80 else length_delimited(0x12, e)
                 n = lp + len(e)
                 if n < 0x80:
-                    body += (heads[n], p, e)
+                    pieces += (heads[n], p, e)
+                    size += n + 2
                 else:
-                    body.append(length_delimited(heads[0][0], p + e))
+                    d = length_delimited(heads[0][0], p + e)
+                    pieces.append(d)
+                    size += len(d)
         else:
             k = 0
             for p, lp, heads, cnt in info.slots:
@@ -502,26 +509,24 @@ def emit_flat(block: Block, ops: Sequence[FlatOp],
                 data = b"".join(enc)
                 k += cnt
                 n = len(data)
-                body.append(heads[n] + data if n < 0x80 else length_delimited(heads[0][0], data))
-        body.append(info.tail)
-        op_data = b"".join(body)
-        n = len(op_data)
-        pieces.append(op_heads[n] + op_data if n < 0x80 else
-                      bytes((_OPS_TAG, (n & 0x7F) | 0x80, n >> 7)) + op_data if n < 0x4000
-                      else length_delimited(_OPS_TAG, op_data))
-        nin = info.nin
-        views.append((tuple(names[:nin]), tuple(names[nin:])))
+                d = heads[n] + data if n < 0x80 else length_delimited(heads[0][0], data)
+                pieces.append(d)
+                size += len(d)
+        pieces.append(info.tail)
+        pieces[at] = (op_heads[size] if size < 0x80 else bytes((_OPS_TAG, (size & 0x7F) | 0x80, size >> 7))
+                      if size < 0x4000 else length_delimited(_OPS_TAG, b"", size))
     start = len(block.desc.ops)
     block.desc.MergeFromString(b"".join(pieces))
     new_ops = block.ops
-    for desc, (ins, outs), fo in zip(block.desc.ops[start:], views, ops):
-        op = Operator(block, desc)
-        op._in_args = ins
-        op._out_args = outs
-        op._sub_block = None          # (FlatInfo.plain: no sub_block attr)
+    for desc, fo in zip(block.desc.ops[start:], ops):
+        op = Operator(block, desc, None, None)       # (FlatInfo.plain: no sub_block attr)
+        names, info = fo.names, fo.info
+        nin = info.nin
+        op._in_args = tuple(names[:nin])
+        op._out_args = tuple(names[nin:])
         new_ops.append(op)
         if attrs_out is not None:
-            attrs_out[id(desc)] = (desc, fo.info.attrs)
+            attrs_out[id(desc)] = (desc, info.attrs)
 
 
 def _field(tag: int, data: bytes) -> bytes:
@@ -648,7 +653,7 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
         if op_type in _SPARSE_GRAD_OPS and op.attr("is_sparse", False):
             _declare_selected_rows(op.output("W@GRAD"), created)
     if flat is not None:
-        _declare_flat(block, flat, created, exists, new_var, grad_to_var, grad_info, remove)
+        _declare_flat(block, flat, created, exists, grad_to_var, grad_info, remove)
     for i in reversed(remove):
         del block.desc.ops[i]
     if remove:
@@ -658,12 +663,13 @@ def create_grad_vars(block: Block, start: int, grad_to_var: dict[str, str],
 
 
 def _declare_flat(block: Block, flat: FlatRun, created: dict, exists: Callable[[str], bool],
-                  new_var: Callable[[str, bool], "NewVar"], grad_to_var: dict[str, str],
+                  grad_to_var: dict[str, str],
                   grad_info: dict[str, tuple[str, Block]], remove: list[int]) -> None:
     """`create_grad_vars`' loop over the fused walk's ops (block 0, no loop
     owner, no sub-blocks, no var-type syncs or sparse grads: `FlatInfo.plain`),
     reading each op's names from the walk instead of its view."""
     own = block.vars
+    grad_types = _GRAD_TYPES
     i = flat.begin
     for fo in flat.ops:
         info, names = fo.info, fo.names
@@ -691,7 +697,23 @@ def _declare_flat(block: Block, flat: FlatRun, created: dict, exists: Callable[[
             if name == EMPTY_VAR_NAME:
                 continue
             if name not in created and name not in own:       # (exists(name), inline)
-                created[name] = new_var(name, sets_lod)
+                # (create_grad_vars' new_var for block 0, inline: the flat
+                # run is declared only there)
+                if name.endswith(GRAD_SUFFIX) and name.find("@GRA") == len(name) - 5 and "grad/" not in name:
+                    fwd_name = name[:-5]
+                else:
+                    fwd_name = strip_grad_suffix(name)
+                if fwd_name == EMPTY_VAR_NAME:
+                    fwd_type = _FP32
+                else:
+                    fwd = created.get(fwd_name)
+                    if fwd is None:
+                        v = own.get(fwd_name)
+                        fwd_type = v.desc.type if v is not None else _FP32
+                    else:
+                        fwd_type = fwd.type
+                t = grad_types.get((fwd_type.SerializePartialToString(), sets_lod))
+                created[name] = NewVar(name, t if t is not None else _grad_type(fwd_type, sets_lod))
                 fwd = grad_to_var.get(name, _UNSEEN)
                 if fwd is not _UNSEEN:
                     grad_info[fwd] = (name, block)
@@ -742,23 +764,39 @@ def _append_vars_sorted(block: Block, new: list["NewVar | pb.VarDesc"]) -> None:
     added = [(v.name, v.SerializePartialToString()) for v in block.desc.vars[keep:]]
     if added:
         del block.desc.vars[keep:]
+    heads = _VAR_HEADS
+    rows = [(name, heads[len(data)] + data if len(data) < 0x80 else length_delimited(_VARS_TAG, data))
+            for name, data in added]
+    # Each NewVar's whole `vars` field in one join (NewVar.wire and the
+    # field's head, inline); its type field and the stop_gradient field
+    # after it made once per type object (the NewVars hold them: ids stay
+    # theirs for this call).
     fields, names = _TYPE_FIELDS, _NAME_HEADS
-    rows = added
+    tails: dict[int, bytes] = {}
+    join = b"".join
     for v in new:
-        if type(v) is NewVar:     # NewVar.wire, inline
+        if type(v) is NewVar:
             name = v.name
             e = name.encode()
-            t = fields.get(id(v.type))
+            n = len(e)
+            t = tails.get(id(v.type))
             if t is None:
-                t = _type_field(v.type)
-            rows.append((name, (names[len(e)] if len(e) < 0x80 else length_delimited(0x0A, b"", len(e)))
-                         + e + t + b"\x30\x00"))
+                t = fields.get(id(v.type))
+                if t is None:
+                    t = _type_field(v.type)
+                t = tails[id(v.type)] = t + b"\x30\x00"
+            size = 2 + n + len(t)
+            if size < 0x80:
+                rows.append((name, join((heads[size], names[n], e, t))))
+            else:
+                data = (names[n] if n < 0x80 else length_delimited(0x0A, b"", n)) + e + t
+                rows.append((name, length_delimited(_VARS_TAG, data)))
         else:
-            rows.append((v.name, v.SerializePartialToString()))
+            data = v.SerializePartialToString()
+            rows.append((v.name, heads[len(data)] + data if len(data) < 0x80
+                         else length_delimited(_VARS_TAG, data)))
     rows.sort(key=itemgetter(0))
-    heads = _VAR_HEADS
-    block.desc.MergeFromString(b"".join([heads[len(data)] + data if len(data) < 0x80
-                                         else length_delimited(_VARS_TAG, data) for _, data in rows]))
+    block.desc.MergeFromString(join([data for _, data in rows]))
     block.reindex_vars(keep)
 
 

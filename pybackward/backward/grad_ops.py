@@ -204,6 +204,7 @@ def op_templates(typed: list[tuple[Operator, Any, Any]], no_grad: set[str] | fro
     (`tmpl.fused is False`): it declines there."""
     out = []
     contains = no_grad.__contains__
+    prefix = _PREFIX_TAGS
     for op, desc, spec in typed:
         ins, outs = op.input_arg_names, op.output_arg_names
         names = ins + outs
@@ -211,7 +212,22 @@ def op_templates(typed: list[tuple[Operator, Any, Any]], no_grad: set[str] | fro
             return None
         rec_ins, rec_outs = op.slot_records()
         gins = [a + GRAD_SUFFIX for a in ins]
-        key = (id(spec), attrs_tail(desc.SerializePartialToString()),
+        # attrs_tail, its common case inline: every leading field shorter
+        # than 128 bytes (a one-byte length); else attrs_tail itself
+        # (an op with nothing after its type: the index runs off the end)
+        data = desc.SerializePartialToString()
+        pos = 0
+        try:
+            while data[pos] in prefix:
+                n = data[pos + 1]
+                if n >= 0x80:
+                    pos = -1
+                    break
+                pos += 2 + n
+        except IndexError:
+            pos = -1
+        tail = data[pos:] if pos >= 0 else attrs_tail(data)
+        key = (id(spec), tail,
                tuple([(s, len(args)) for s, args in rec_ins]),
                tuple([(s, len(args)) for s, args in rec_outs]), tuple(map(contains, gins)))
         tmpl = _TEMPLATES.get(key)
@@ -229,6 +245,8 @@ def op_templates(typed: list[tuple[Operator, Any, Any]], no_grad: set[str] | fro
 
 
 _NO_SPEC = object()
+#: OpDesc's inputs (1), outputs (2) and type (3) field tags: what precedes its attrs
+_PREFIX_TAGS = frozenset((0x0A, 0x12, 0x1A))
 
 
 class _Template:

@@ -548,3 +548,69 @@ def test_in_place_and_odd_zero_fills_decline_inside_the_steps():
     # (a plain no-grad name fills: no decline)
     out = fused._remove_no_grad_branch([FlatOp(two, ["z@GRAD", "w@GRAD", "y@GRAD"])], {"z@GRAD"}, set(), [])
     assert [o.info.type for o in out] == ["fill_any_like", "add_grad"] and out[0].names == ["z", "z@GRAD"]
+
+
+# --------------------------------------------------------------------------
+# Round 2's shortcuts: each keyed as its slow form is
+# --------------------------------------------------------------------------
+def test_op_templates_attr_tail_equals_attrs_tail():
+    """`op_templates` cuts each op's attr bytes off its serialisation itself
+    (one-byte lengths inline, else `wire.attrs_tail`): the tail it keys by
+    is `attrs_tail`'s - for plain ops, an op whose slot field is past 127
+    bytes, and an op with no attrs at all (nothing after its type) - and
+    ops differing in one attr get different templates."""
+    from pybackward.backward import grad_ops
+    from pybackward.legacy.wire import attrs_tail
+    long = "w" * 140
+    vars_ = {n: VarSpec(n, (4, 4), k) for n, k in
+             (("x", "feed"), ("p0", "param"), ("p1", "param"), (long, "tmp"), ("h1", "tmp"), ("h2", "tmp"),
+              ("h3", "tmp"))}
+    ops = [OpSpec("mul", {"X": ["x"], "Y": ["p0"]}, {"Out": [long]}, {"x_num_col_dims": 1, "y_num_col_dims": 1}),
+           OpSpec("relu", {"X": [long]}, {"Out": ["h1"]}, {}),
+           OpSpec("mul", {"X": ["h1"], "Y": ["p1"]}, {"Out": ["h2"]}, {"x_num_col_dims": 1, "y_num_col_dims": 2}),
+           OpSpec("relu", {"X": ["h2"]}, {"Out": ["h3"]}, {})]
+    prog = materialize(vars_, ops)
+    block = prog.global_block()
+    del block.ops[3].desc.attrs[:]          # (the last relu: no attrs)
+    prog = pybackward.loads(pybackward.dumps(prog))
+    block = prog.global_block()
+    assert not block.ops[3].desc.attrs
+    got = grad_ops.op_templates(grad_ops.spec_made(list(block.ops)), set())
+    assert got is not None and len(got) == 4
+    for tmpl, _, op in got:
+        assert tmpl.tail == attrs_tail(op.desc.SerializePartialToString())
+    assert got[3][0].tail == b""
+    assert got[0][0] is not got[2][0]       # (y_num_col_dims 1 and 2)
+
+
+def test_new_vars_typed_each_by_its_own_forward_var():
+    """`_append_vars_sorted` makes each grad var type's bytes once per type
+    object per call: vars of distinct forward types (FP64, FP32, other
+    dims, a LoD level) each get their own forward var's type, on the
+    walk and off."""
+    from pybackward._proto import framework_pb2 as pb
+
+    def load():
+        prog = pybackward.loads(_chain())
+        block = prog.global_block()
+        block.var("h0").desc.type.dense_tensor.tensor.data_type = pb.VarType.FP64
+        del block.var("h1").desc.type.dense_tensor.tensor.dims[:]
+        block.var("h1").desc.type.dense_tensor.tensor.dims.extend([2, 8])
+        block.var("h2").desc.type.dense_tensor.legacy_lod_level = 1
+        return pybackward.loads(pybackward.dumps(prog))
+
+    on, off, walked = both_ways(load, _append("loss"))
+    assert walked == 1 and on == off
+    prog = pybackward.loads(on[0])
+    block = prog.global_block()
+    seen = set()
+    for name in ("h0", "h1", "h2", "p0", "p1"):
+        fwd = block.var(name).desc.type
+        grad = block.var(name + "@GRAD").desc.type
+        assert grad.type == fwd.type
+        assert grad.dense_tensor.tensor == fwd.dense_tensor.tensor, name
+        seen.add(grad.SerializePartialToString())
+    # FP64 [4, 4]; FP32 [2, 8]; FP32 [4, 4] with the LoD level
+    # elementwise_add_grad shares onto h2@GRAD; FP32 [4, 4]
+    assert block.var("h2@GRAD").desc.type.dense_tensor.legacy_lod_level == 1
+    assert len(seen) == 4
