@@ -23,7 +23,7 @@ import pytest
 import pybackward
 from pybackward._proto import framework_pb2 as pb
 
-ATTEMPTS = 3
+ATTEMPTS = 5
 
 
 def _mlp(layers: int, width: int = 8) -> bytes:
