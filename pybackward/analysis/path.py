@@ -149,6 +149,7 @@ def _op_path(block: Block, output_names: set[str], inputs: list[Variable], no_gr
     track = redefinitions is not None and not is_while
     has_grad: dict[str, bool] = {}     # op type -> _has_grad, asked once per type (it raises for none)
     find_var = block.find_var_recursive
+    own_vars = block.vars
     dense = pb.VarType.DENSE_TENSOR
     for i in range(len(ops) - 1, -1, -1):
         op = ops[i]
@@ -164,7 +165,7 @@ def _op_path(block: Block, output_names: set[str], inputs: list[Variable], no_gr
         if output_names.isdisjoint(outs):
             relevant[i] = False
             continue
-        t = op.type
+        t = op.desc.type
         g = has_grad.get(t)
         if g is None:
             g = has_grad[t] = _has_grad(op, i)
@@ -177,18 +178,24 @@ def _op_path(block: Block, output_names: set[str], inputs: list[Variable], no_gr
         if here:
             # The outputs the op writes without reading them, that are dense tensors
             # (`_is_plain_tensor`, inlined: one call per op on the path).
-            defs = set()
-            for n in set(outs).difference(all_ins):
-                v = find_var(n)
+            defs: list[str] = []
+            for n in (outs if len(outs) == 1 else set(outs)):
+                if n in all_ins:
+                    continue
+                v = own_vars.get(n)          # (the block's own, else `find_var_recursive`'s walk)
+                if v is None:
+                    v = find_var(n)
                 if v is not None and v.desc.type.type == dense:
-                    defs.add(n)
+                    defs.append(n)
+            # (no name is in both: `defs` holds outputs the op does not read)
             if ended and not ended_names.isdisjoint(ins):
                 for n in ins:
-                    if n in ended and n not in defs:
+                    if n in ended:
                         _refuse_mixed(block, n, ended[n], i)
             if defs:
                 output_names.difference_update(defs)
-                ended.update(dict.fromkeys(defs, i))
+                for n in defs:
+                    ended[n] = i
         output_names.update(ins)
     if is_while:
         # Loop-carried values: ops writing anything still needed join the path.
@@ -273,9 +280,10 @@ def unused_outputs(block: Block, path: list[Operator], targets: list[Variable],
     unused: set[str] = set()
     for op in reversed(path):
         ins = op.input_arg_names
-        if op.sub_block is None and not needed.issuperset(op.output_arg_names):   # (else: all are read)
+        outs = op.output_arg_names
+        if not needed.issuperset(outs) and op.sub_block is None:   # (else: all are read)
             in_set = set(ins)
-            for n in op.output_arg_names:
+            for n in outs:
                 if n in needed or n in in_set:
                     continue
                 v = block.find_var_recursive(n)

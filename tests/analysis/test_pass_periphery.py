@@ -264,3 +264,81 @@ def test_tag_op_role_var_writes_what_prepend_to_list_attr_writes(param, grad, be
     tag_op_role_var(ours, param, grad, {})
     prepend_to_list_attr(plain, OP_ROLE_VAR_ATTR, [param, grad], pb.AttrType.STRINGS)
     assert ours.SerializeToString() == plain.SerializeToString()
+
+
+@pytest.mark.parametrize("outs", [["a"], ["a", "a"], ["a", "y"]])
+def test_find_op_path_ends_a_parent_blocks_var_written_in_a_sub_block(outs):
+    """The writes that end a value are looked up in the block's own vars first, then (as
+    `find_var_recursive` does) in its ancestors: a var only the parent declares is ended too."""
+    prog = pybackward.Program()
+    root = prog.global_block()
+    root.create_var("a", shape=[2])
+    sub = prog.create_block(parent_idx=0)
+    for n in ("x", "y", "loss"):
+        sub.create_var(n, shape=[2])
+    sub.append_op("scale", {"X": ["x"]}, {"Out": list(outs)})          # op 0: overwritten unread
+    sub.append_op("scale", {"X": ["x"]}, {"Out": ["a"]})               # op 1
+    sub.append_op("scale", {"X": ["a"]}, {"Out": ["loss"]})            # op 2
+    redefined: list = []
+    path = find_op_path(sub, [sub.var("loss")], [], set(), {}, redefinitions=redefined)
+    reference: list = []
+    assert path == _reference_path(sub, [sub.var("loss")], set(), False, reference)
+    assert [sub.ops.index(op) for op in path] == [1, 2]
+    assert redefined == reference and set(redefined) == {("a", 0, 1)}
+
+
+@pytest.mark.parametrize("before", [None, [], (), ["a", "a@GRAD"], "text"])
+@pytest.mark.parametrize("names", [("w", "w@GRAD"), ("p" * 128, "w@GRAD"), ("w", "g" * 200)])
+def test_params_and_grads_with_emitted_attrs_writes_what_prepend_to_list_attr_writes(before, names):
+    """`params_and_grads` tags an op whose attr bytes `emit` handed over (its inlined common
+    case: no op_role_var or an empty STRINGS one, short names) as the plain protobuf edit does; an
+    op tagged twice sees its first tag; a stale entry (another desc) is not trusted."""
+    from pybackward._proto import framework_pb2 as pb
+    from pybackward.backward.grad_ops import attrs_tail
+    from pybackward.legacy.program import OP_ROLE_VAR_ATTR, prepend_to_list_attr
+    w, wg = names
+    results = []
+    for ours in (True, False):
+        prog, b = _block_with(["x", "v", "loss", w, wg, "v@GRAD"], 0)
+        for n in (w, "v"):
+            b.var(n).desc.is_parameter = True
+        attrs = {"axis": 1, "zzz": "last"}
+        if before is not None:
+            attrs[OP_ROLE_VAR_ATTR] = before
+        b.append_op("mul", {"X": ["x"], "Y": [w]}, {"Out": ["loss"]}, attrs)
+        b.append_op("mul_grad", {"X": ["x"]}, {"Y@GRAD": [wg]}, {k: v for k, v in attrs.items() if k != "axis"})
+        b.append_op("mul_grad", {"X": ["x"]}, {"Y@GRAD": ["v@GRAD"], "X@GRAD": ["x"]}, attrs)
+        b.append_op("mul_grad", {"X": ["x"]}, {"Y@GRAD": ["v@GRAD"]}, attrs)
+        if before == ():
+            # () stands for an empty STRINGS attr, as Paddle's grad ops carry (an empty list
+            # is written as INTS)
+            for op in b.ops:
+                for a in op.desc.attrs:
+                    if a.name == OP_ROLE_VAR_ATTR:
+                        a.type = pb.AttrType.STRINGS
+        if ours:
+            emitted = {id(op.desc): (op.desc, attrs_tail(op.desc.SerializePartialToString())) for op in b.ops}
+            # op 3's entry is stale (another desc's: op 1's, whose attrs differ and are tagged
+            # first): op 3's own bytes must be read from the op
+            emitted[id(b.ops[3].desc)] = emitted[id(b.ops[1].desc)]
+            params_and_grads(prog, b.var("loss"), [w, "v"], {w: (wg, b), "v": ("v@GRAD", b)}, emitted)
+        else:
+            for op, (p, g) in ((b.ops[1], (w, wg)), (b.ops[3], ("v", "v@GRAD"))):
+                prepend_to_list_attr(op.desc, OP_ROLE_VAR_ATTR, [p, g], pb.AttrType.STRINGS)
+        results.append([op.desc.SerializeToString() for op in b.ops])
+    assert results[0] == results[1]
+
+
+def test_params_and_grads_tags_an_emitted_op_twice_in_order():
+    """One op the last writer of two gradients, its attr bytes handed over by `emit`: the
+    second tag goes in front of the first (the handed-over bytes hold for the first only)."""
+    from pybackward.backward.grad_ops import attrs_tail
+    prog, b = _block_with(["x", "w", "v", "w@GRAD", "v@GRAD", "loss"], 0)
+    for n in ("w", "v"):
+        b.var(n).desc.is_parameter = True
+    b.append_op("mul", {"X": ["x"], "Y": ["w"]}, {"Out": ["loss"]})
+    b.append_op("mul_grad", {"X": ["x"]}, {"Y@GRAD": ["v@GRAD"], "X@GRAD": ["w@GRAD"]}, {"axis": 1})
+    emitted = {id(op.desc): (op.desc, attrs_tail(op.desc.SerializePartialToString())) for op in b.ops}
+    params_and_grads(prog, b.var("loss"), ["v", "w"], {"w": ("w@GRAD", b), "v": ("v@GRAD", b)}, emitted)
+    assert b.ops[1].attr("op_role_var") == ["w", "w@GRAD", "v", "v@GRAD"]
+    assert [a.name for a in b.ops[1].desc.attrs] == sorted(a.name for a in b.ops[1].desc.attrs)
