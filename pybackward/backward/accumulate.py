@@ -33,7 +33,8 @@ from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX, renamed_version
 OP_DEVICE = "op_device"
 
 
-def _device(op: GradOp) -> str:
+def grad_op_device(op: GradOp) -> str:
+    """The device accumulation gives the `sum` of a var this op writes a version of."""
     v = op.attrs.get(OP_DEVICE)
     if v is not None:
         return v[0] if isinstance(v, tuple) else v
@@ -41,11 +42,6 @@ def _device(op: GradOp) -> str:
         if a.name == OP_DEVICE:
             return a.s
     return ""
-
-
-def grad_op_device(op: GradOp) -> str:
-    """The device accumulation gives the `sum` of a var this op writes a version of."""
-    return _device(op)
 
 
 def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_add: int = 0,
@@ -170,7 +166,7 @@ def accumulate_repeated_outputs(ops: list[GradOp], block_idx: int, max_inplace_a
                 args[ai] = new
                 seen.append(new)
                 if op_device is None:
-                    op_device = _device(op)
+                    op_device = grad_op_device(op)
                 device[name] = op_device
         for name in grad_ins:
             refs[name].append(idx)

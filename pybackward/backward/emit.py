@@ -409,8 +409,6 @@ class FlatInfo:
             if self.lod and opdef.lod_needs_input is not None:
                 self.lod_range = ranges.get(opdef.lod_needs_input, (0, 0))
             self.trims = tuple([(s, *ranges.get(s, (0, 0))) for s in opdef.trims_missing_inputs])
-            if opdef.sync_type_slots:
-                self.plain = False
         if not plain_grad_type(op_type) or _SUB_BLOCK_BYTES in attrs:
             self.plain = False
 

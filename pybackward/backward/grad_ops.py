@@ -127,10 +127,8 @@ def make_op_grads_mapped(op: Operator, no_grad: set[str] | frozenset[str],
             # read as gradients in the grad-to-var map depends on the names)
             spec = None
     if spec is not None:
-        rec_ins, rec_outs = op.slot_records()
         gins = [a + GRAD_SUFFIX for a in ins]
-        key = (id(spec), tail, tuple([(s, len(args)) for s, args in rec_ins]),
-               tuple([(s, len(args)) for s, args in rec_outs]), tuple(map(no_grad.__contains__, gins)))
+        key = _template_key(spec, tail, op, gins, no_grad)
         tmpl = _TEMPLATES.get(key)
         if tmpl is not None and tmpl.spec is spec:
             return tmpl.instantiate([*ins, *outs, *gins, *[a + GRAD_SUFFIX for a in outs], EMPTY_VAR_NAME],
@@ -203,33 +201,13 @@ def op_templates(typed: list[tuple[Operator, Any, Any]], no_grad: set[str] | fro
     The list ends early at a template the walk found it cannot take
     (`tmpl.fused is False`): it declines there."""
     out = []
-    contains = no_grad.__contains__
-    prefix = _PREFIX_TAGS
     for op, desc, spec in typed:
         ins, outs = op.input_arg_names, op.output_arg_names
         names = ins + outs
         if GRAD_SUFFIX in "\0".join(names):
             return None
-        rec_ins, rec_outs = op.slot_records()
         gins = [a + GRAD_SUFFIX for a in ins]
-        # attrs_tail, its common case inline: every leading field shorter
-        # than 128 bytes (a one-byte length); else attrs_tail itself
-        # (an op with nothing after its type: the index runs off the end)
-        data = desc.SerializePartialToString()
-        pos = 0
-        try:
-            while data[pos] in prefix:
-                n = data[pos + 1]
-                if n >= 0x80:
-                    pos = -1
-                    break
-                pos += 2 + n
-        except IndexError:
-            pos = -1
-        tail = data[pos:] if pos >= 0 else attrs_tail(data)
-        key = (id(spec), tail,
-               tuple([(s, len(args)) for s, args in rec_ins]),
-               tuple([(s, len(args)) for s, args in rec_outs]), tuple(map(contains, gins)))
+        key = _template_key(spec, attrs_tail(desc.SerializePartialToString()), op, gins, no_grad)
         tmpl = _TEMPLATES.get(key)
         if tmpl is None or tmpl.spec is not spec:
             make_op_grads_mapped(op, no_grad)
@@ -245,8 +223,15 @@ def op_templates(typed: list[tuple[Operator, Any, Any]], no_grad: set[str] | fro
 
 
 _NO_SPEC = object()
-#: OpDesc's inputs (1), outputs (2) and type (3) field tags: what precedes its attrs
-_PREFIX_TAGS = frozenset((0x0A, 0x12, 0x1A))
+
+
+def _template_key(spec: Any, tail: bytes, op: Operator, gins: list[str],
+                  no_grad: set[str] | frozenset[str]) -> tuple:
+    """What a `_Template` is keyed by: the spec, the forward op's attr bytes,
+    its slots' names and arities, and which of its inputs' gradients are no-grad."""
+    rec_ins, rec_outs = op.slot_records()
+    return (id(spec), tail, tuple([(s, len(args)) for s, args in rec_ins]),
+            tuple([(s, len(args)) for s, args in rec_outs]), tuple(map(no_grad.__contains__, gins)))
 
 
 class _Template:

@@ -211,33 +211,11 @@ def params_and_grads(program: Program, loss: Variable, params: list[str],
                 last_writer[n] = op
                 wanted.discard(n)
     places: dict[bytes, tuple] = {}
-    # `tag_op_role_var`'s common case inlined (one Python call less per gradient, and the
-    # emitted attrs popped here): an op `emit` wrote as bytes, with no op_role_var attr or an
-    # empty one, names under 128 bytes. Anything else goes through `tag_op_role_var` itself.
-    pop = emitted_attrs.pop if emitted_attrs else None
-    parse = _ATTR_FROM_STRING
-    head, short = _ROLE_VAR_HEAD, _STRING_HEADS
     for p, g in tags:
         op = last_writer.get(g)
         if op is None:
             raise ArgumentError(f"no op writes the gradient '{g}' (unexpected)")
-        desc = op.desc
-        known = pop(id(desc), None) if pop is not None else None
-        if known is not None and known[0] is desc:
-            place = places.get(known[1])
-            if place is None:
-                place = places[known[1]] = _role_var_place(desc)
-            j, old = place
-            if old is None or old == ():
-                pe, ge = p.encode(), g.encode()
-                if len(pe) < 0x80 and len(ge) < 0x80:
-                    data = head + short[len(pe)] + pe + short[len(ge)] + ge
-                    if old is None:
-                        desc.attrs.insert(j, parse(data))
-                    else:
-                        desc.attrs[j].ParseFromString(data)
-                    continue
-        tag_op_role_var(desc, p, g, places, None)
+        tag_op_role_var(op.desc, p, g, places, emitted_attrs)
     return pairs
 
 
@@ -246,7 +224,6 @@ _STRINGS = pb.AttrType.STRINGS
 #: its strings follow (field 8).
 _ROLE_VAR_HEAD = length_delimited(0x0A, OP_ROLE_VAR_ATTR.encode()) + bytes((0x10, _STRINGS))
 _GENERAL = object()
-_ATTR_FROM_STRING = pb.OpDesc.Attr.FromString
 _STRING_HEADS = [bytes((0x42, n)) for n in range(0x80)]     # Attr.strings = 8, shorter than 128 bytes
 
 

@@ -100,11 +100,28 @@ def length_delimited(tag: int, data: bytes, size: int | None = None) -> bytes:
     return bytes(head) + data
 
 
+#: OpDesc's inputs (1), outputs (2) and type (3) field tags: what precedes its attrs
+_HEAD_TAGS = frozenset((0x0A, 0x12, 0x1A))
+
+
 def attrs_tail(data: bytes) -> bytes:
     """The wire bytes of an OpDesc's attrs (and anything after them), from
     the OpDesc's serialization: all but the leading inputs, outputs and type
     fields (upb writes fields in field-number order: 1 inputs, 2 outputs,
     3 type, 4 attrs). Equal tails: equal attr lists."""
+    # (the common case first: every leading field shorter than 128 bytes, a
+    # one-byte length; an op with nothing after its type runs off the end)
+    pos = 0
+    try:
+        while data[pos] in _HEAD_TAGS:
+            n = data[pos + 1]
+            if n >= 0x80:
+                break
+            pos += 2 + n
+        else:
+            return data[pos:]
+    except IndexError:
+        pass
     pos, n = 0, len(data)
     while pos < n and data[pos] in (0x0A, 0x12, 0x1A):
         pos += 1
