@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
+from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable
 
@@ -224,8 +225,9 @@ def _walk(block: Block, path: list[Operator], targets: list[Variable], state: An
         # Every name distinct (inputs, outputs, their @GRADs, @EMPTY@):
         # refuse_aliased_outputs has nothing to refuse, and a template's
         # positions name distinct vars (a var read twice by one op gets two
-        # gradient writes from it: left to the pass).
-        if len(set(vals)) != len(vals):
+        # gradient writes from it: left to the pass). `op_templates` gives
+        # no vals for such an op.
+        if vals is None:
             raise _Decline("repeated name")
         f = tmpl.fused
         if f is None:
@@ -292,7 +294,14 @@ def _walk(block: Block, path: list[Operator], targets: list[Variable], state: An
 
 def _accumulate(ops: list[FlatOp]) -> list[FlatOp]:
     """`accumulate_repeated_outputs(ops, 0, 0, [], (), no_grad)` on flat ops
-    with no in-place write (declines if it meets one), step for step."""
+    with no in-place write (declines if it meets one)."""
+    if _written_once(ops):
+        return ops          # (its steps would change nothing: see `_written_once`)
+    return _accumulate_steps(ops)
+
+
+def _accumulate_steps(ops: list[FlatOp]) -> list[FlatOp]:
+    """`_accumulate`, step for step."""
     versions: dict[str, list[str]] = {}
     first_writer: dict[str, int] = {}
     counter: dict[str, int] = defaultdict(int)
@@ -373,10 +382,40 @@ def _accumulate(ops: list[FlatOp]) -> list[FlatOp]:
     return out
 
 
+def _written_once(ops: list[FlatOp]) -> bool:
+    """Whether no gradient is written by two ops (or twice by one) and no op
+    writes a gradient it reads: `_accumulate` then renames, sums and
+    declines nothing - each write is its name's first (`versions` [name]),
+    no name reaches two versions - and gives `ops` back as they are. (False:
+    it takes its steps, and may decline.)"""
+    written = [(fo.names[p], fo) for fo in ops for p in fo.info.gout]
+    writer = dict(written)
+    if len(writer) != len(written):
+        return False
+    get = writer.get
+    for fo in ops:
+        names = fo.names
+        for p in fo.info.gin:
+            if get(names[p]) is fo:
+                return False
+    return True
+
+
 def _remove_no_grad_branch(ops: list[FlatOp], no_grad: set[str], target_grads: set[str],
                            updates: list[set[str]]) -> list[FlatOp]:
     """`prune.remove_no_grad_branch` on flat ops; `no_grad` is a copy, and
     what it adds to it goes to `updates` (for the pass's set on commit)."""
+    if no_grad.isdisjoint(chain.from_iterable([fo.names for fo in ops])):
+        # (no name of any op is no-grad: no op's outputs or gradient inputs
+        # are covered, none reads a no-grad gradient - the steps below keep
+        # exactly the ops with outputs, and add nothing to `no_grad`)
+        return [fo for fo in ops if len(fo.names) > fo.info.nin]
+    return _no_grad_steps(ops, no_grad, target_grads, updates)
+
+
+def _no_grad_steps(ops: list[FlatOp], no_grad: set[str], target_grads: set[str],
+                   updates: list[set[str]]) -> list[FlatOp]:
+    """`_remove_no_grad_branch`'s steps, op by op."""
     kept = []
     hit = False
     covers = no_grad.issuperset

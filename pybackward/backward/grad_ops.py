@@ -128,7 +128,7 @@ def make_op_grads_mapped(op: Operator, no_grad: set[str] | frozenset[str],
             spec = None
     if spec is not None:
         gins = [a + GRAD_SUFFIX for a in ins]
-        key = _template_key(spec, tail, op, gins, no_grad)
+        key = _template_key(spec, tail, op, tuple(map(no_grad.__contains__, gins)))
         tmpl = _TEMPLATES.get(key)
         if tmpl is not None and tmpl.spec is spec:
             return tmpl.instantiate([*ins, *outs, *gins, *[a + GRAD_SUFFIX for a in outs], EMPTY_VAR_NAME],
@@ -192,29 +192,41 @@ def spec_made(ops: Iterable[Operator]) -> list[tuple[Operator, Any, Any]] | None
 
 
 def op_templates(typed: list[tuple[Operator, Any, Any]], no_grad: set[str] | frozenset[str]
-                 ) -> list[tuple["_Template", list[str], Operator]] | None:
+                 ) -> list[tuple["_Template", list[str] | None, Operator]] | None:
     """The `_Template` `make_op_grads_mapped` instantiates for each op of
     `spec_made`'s list (recorded now by one call to it if none is yet), the
-    names it substitutes (`vals`) and the op; None as soon as an op has none
+    names it substitutes (`vals`; None if they are not all distinct) and the
+    op; None as soon as an op has none
     (names holding `@GRAD`, names not all distinct when it is recorded, a
     device that is not a string): the fused walk then declines the block.
     The list ends early at a template the walk found it cannot take
     (`tmpl.fused is False`): it declines there."""
     out = []
+    # (the no-grad mask asked of the forward names: `a` is in `ng_fwd`
+    # exactly when `a@GRAD` is in `no_grad` - the names' hashes are cached,
+    # and most ops read no name whose gradient is no-grad)
+    cut = -len(GRAD_SUFFIX)
+    ng_fwd = {n[:cut] for n in no_grad if n.endswith(GRAD_SUFFIX)}
     for op, desc, spec in typed:
-        ins, outs = op.input_arg_names, op.output_arg_names
-        names = ins + outs
+        ins = op.input_arg_names
+        names = ins + op.output_arg_names
         if GRAD_SUFFIX in "\0".join(names):
             return None
-        gins = [a + GRAD_SUFFIX for a in ins]
-        key = _template_key(spec, attrs_tail(desc.SerializePartialToString()), op, gins, no_grad)
+        mask = (False,) * len(ins) if ng_fwd.isdisjoint(ins) else tuple(map(ng_fwd.__contains__, ins))
+        key = _template_key(spec, attrs_tail(desc.SerializePartialToString()), op, mask)
         tmpl = _TEMPLATES.get(key)
         if tmpl is None or tmpl.spec is not spec:
             make_op_grads_mapped(op, no_grad)
             tmpl = _TEMPLATES.get(key)
             if tmpl is None or tmpl.spec is not spec or tmpl.positions is None:
                 return None
-        out.append((tmpl, [*names, *gins, *[a + GRAD_SUFFIX for a in outs], EMPTY_VAR_NAME], op))
+        # (vals: the inputs, the outputs, then the @GRAD of each of them in
+        # that order - names + their @GRADs - then @EMPTY@. None where they
+        # are not all distinct: with no name holding `@GRAD`, exactly where
+        # the names repeat or hold `@EMPTY@` - asked of the names, whose
+        # hashes are cached)
+        out.append((tmpl, [*names, *[a + GRAD_SUFFIX for a in names], EMPTY_VAR_NAME]
+                    if len(set(names)) == len(names) and EMPTY_VAR_NAME not in names else None, op))
         if tmpl.fused is False:
             # (the walk declines at this template, as it did before: the ops
             # after it are not looked at)
@@ -225,13 +237,13 @@ def op_templates(typed: list[tuple[Operator, Any, Any]], no_grad: set[str] | fro
 _NO_SPEC = object()
 
 
-def _template_key(spec: Any, tail: bytes, op: Operator, gins: list[str],
-                  no_grad: set[str] | frozenset[str]) -> tuple:
+def _template_key(spec: Any, tail: bytes, op: Operator, mask: tuple[bool, ...]) -> tuple:
     """What a `_Template` is keyed by: the spec, the forward op's attr bytes,
-    its slots' names and arities, and which of its inputs' gradients are no-grad."""
+    its slots' names and arities, and which of its inputs' gradients are
+    no-grad (`mask`: per input arg, whether its `@GRAD` is in the no-grad set)."""
     rec_ins, rec_outs = op.slot_records()
     return (id(spec), tail, tuple([(s, len(args)) for s, args in rec_ins]),
-            tuple([(s, len(args)) for s, args in rec_outs]), tuple(map(no_grad.__contains__, gins)))
+            tuple([(s, len(args)) for s, args in rec_outs]), mask)
 
 
 class _Template:

@@ -388,6 +388,9 @@ def test_declines_op_on_the_path_writing_its_input():
 
 
 def test_declines_repeated_name():
+    # (the templates from an op whose names are distinct: a template is never
+    # recorded from one that repeats a name - that declines as "no template")
+    pybackward.append_backward("loss", program=pybackward.loads(_chain()))
     _declined(_chain(same_input=True), "repeated name")
 
 
@@ -614,3 +617,137 @@ def test_new_vars_typed_each_by_its_own_forward_var():
     # elementwise_add_grad shares onto h2@GRAD; FP32 [4, 4]
     assert block.var("h2@GRAD").desc.type.dense_tensor.legacy_lod_level == 1
     assert len(seen) == 4
+
+
+# --------------------------------------------------------------------------
+# Session 12's shortcuts: each against its step-by-step form
+# --------------------------------------------------------------------------
+def _random_flat_ops(rng: random.Random, n_ops: int, in_place: bool) -> list:
+    """Flat grad ops over a few names (so that gradients get written twice,
+    read before and after their writes, and - if `in_place` - written by the
+    op reading them), with forward names among the inputs."""
+    from pybackward.backward.emit import FlatInfo, FlatOp
+    fwd = ["a", "b", "c", "d", "e"]
+    grads = [f + "@GRAD" for f in fwd]
+    ops = []
+    for _ in range(n_ops):
+        ins = [rng.choice(fwd + grads) for _ in range(rng.randint(0, 3))]
+        outs = [rng.choice(grads) for _ in range(rng.randint(0, 2))]
+        if in_place and ins and rng.random() < 0.2:
+            outs.append(rng.choice(ins) + ("" if ins[-1].endswith("@GRAD") else "@GRAD"))
+        names = ins + outs
+        info = FlatInfo("t_grad", [(f"I{k}", 1) for k in range(len(ins))], [(f"O{k}", 1) for k in range(len(outs))],
+                        b"", rng.choice(["", "gpu:0"]),
+                        [k for k, a in enumerate(ins) if a.endswith("@GRAD")],
+                        [len(ins) + k for k, a in enumerate(outs) if a.endswith("@GRAD")])
+        ops.append(FlatOp(info, names))
+    return ops
+
+
+def _run_flat(step, ops, *args):
+    """What a flat step gives: its ops as (type, names), or its decline."""
+    from pybackward.backward.emit import FlatOp
+    copies = [FlatOp(fo.info, list(fo.names)) for fo in ops]
+    try:
+        got = step(copies, *args)
+    except fused._Decline as e:
+        return ("decline", str(e))
+    return [(fo.info.type, fo.names) for fo in got]
+
+
+def test_accumulate_written_once_shortcut_equals_the_steps():
+    """`_accumulate` gives ops whose gradients are each written once back
+    as they are (`_written_once`): on random flat ops, with and without
+    repeated writes and in-place writes, the same as its steps (and the
+    shortcut is taken where it applies, not where it does not)."""
+    rng = random.Random(12)
+    taken = stepped = 0
+    for case in range(600):
+        ops = _random_flat_ops(rng, rng.randint(1, 8), in_place=case % 4 == 0)
+        short = fused._written_once(ops)
+        fast = _run_flat(fused._accumulate, ops)
+        slow = _run_flat(fused._accumulate_steps, ops)
+        assert fast == slow, case
+        if short:
+            taken += 1
+            assert slow == [(fo.info.type, fo.names) for fo in ops], case
+        else:
+            stepped += 1
+    assert taken >= 50 and stepped >= 50, (taken, stepped)
+    # (each condition of the shortcut on its own)
+    from pybackward.backward.emit import FlatInfo, FlatOp
+    one = FlatInfo("t_grad", [("I", 1)], [("O", 1)], b"", "", (0,), (1,))
+    assert fused._written_once([FlatOp(one, ["a@GRAD", "b@GRAD"]), FlatOp(one, ["b@GRAD", "c@GRAD"])])
+    assert not fused._written_once([FlatOp(one, ["a@GRAD", "b@GRAD"]), FlatOp(one, ["c@GRAD", "b@GRAD"])])
+    assert not fused._written_once([FlatOp(one, ["a@GRAD", "a@GRAD"])])
+    two = FlatInfo("t_grad", [("I", 1)], [("O", 1), ("P", 1)], b"", "", (0,), (1, 2))
+    assert not fused._written_once([FlatOp(two, ["a@GRAD", "b@GRAD", "b@GRAD"])])
+
+
+def test_remove_no_grad_branch_shortcut_equals_the_steps():
+    """`_remove_no_grad_branch` with no op naming a no-grad name keeps the
+    ops with outputs and adds nothing: on random flat ops and no-grad sets
+    (disjoint, covering outputs, covering gradient inputs, reading a no-grad
+    gradient) the same ops, updates and no-grad set as its steps."""
+    rng = random.Random(37)
+    taken = 0
+    pool = ["a@GRAD", "b@GRAD", "c@GRAD", "d@GRAD", "e@GRAD", "z@GRAD", "a"]
+    for case in range(600):
+        ops = _random_flat_ops(rng, rng.randint(1, 8), in_place=False)
+        no_grad = set(rng.sample(pool, rng.randint(0, 3)))
+        targets = {rng.choice(pool)}
+        got = []
+        for step in (fused._remove_no_grad_branch, fused._no_grad_steps):
+            ng, updates = set(no_grad), []
+            got.append((_run_flat(step, ops, ng, targets, updates), ng, updates))
+        assert got[0] == got[1], case
+        taken += no_grad.isdisjoint(n for fo in ops for n in fo.names)
+    assert 50 <= taken <= 550, taken
+
+
+def test_op_templates_keys_as_make_op_grads_mapped_does():
+    """`op_templates` asks the no-grad mask of the forward names (`a` for
+    `a@GRAD`) and builds `vals` as names + their @GRADs: for every no-grad
+    set over a chain's names (in an order where templates of other masks
+    already exist), each op's template is the one `make_op_grads_mapped`
+    keys by `a@GRAD in no_grad`, and vals are inputs, outputs, their @GRADs, @EMPTY@."""
+    import itertools
+    from pybackward.backward import grad_ops
+    from pybackward.legacy.wire import attrs_tail
+    prog = pybackward.loads(_chain())
+    ops = list(prog.global_block().ops)
+    names = ["x", "p0", "h0", "h1", "p1", "h2", "loss"]
+    subsets = [set(c) for k in range(4) for c in itertools.combinations([n + "@GRAD" for n in names], k)]
+    random.Random(5).shuffle(subsets)
+    grad_ops._TEMPLATES.clear()
+    checked = 0
+    for no_grad in subsets:
+        typed = grad_ops.spec_made(ops)
+        got = grad_ops.op_templates(typed, frozenset(no_grad) if len(no_grad) % 2 else no_grad)
+        if got is None:
+            continue
+        for (tmpl, vals, op), (_, desc, spec) in zip(got, typed):
+            ins, outs = op.input_arg_names, op.output_arg_names
+            gins = [a + "@GRAD" for a in ins]
+            key = grad_ops._template_key(spec, attrs_tail(desc.SerializePartialToString()), op,
+                                         tuple(map(no_grad.__contains__, gins)))
+            assert grad_ops._TEMPLATES[key] is tmpl, (no_grad, op.type)
+            assert vals == [*ins, *outs, *gins, *[a + "@GRAD" for a in outs], "@EMPTY@"]
+            checked += 1
+    assert checked >= 200, checked
+    # (vals None exactly where they would repeat a name: a name read twice,
+    # a var named @EMPTY@)
+    vars_ = {n: VarSpec(n, (4, 4), k) for n, k in (("x", "feed"), ("p0", "param"), ("@EMPTY@", "tmp"),
+                                                    ("h1", "tmp"), ("loss", "tmp"))}
+    empty = pybackward.dumps(materialize(vars_, [
+        OpSpec("mul", {"X": ["x"], "Y": ["p0"]}, {"Out": ["@EMPTY@"]}, {"x_num_col_dims": 1, "y_num_col_dims": 1}),
+        OpSpec("relu", {"X": ["@EMPTY@"]}, {"Out": ["h1"]}, {}), OpSpec("mean", {"X": ["h1"]}, {"Out": ["loss"]}, {})]))
+    for data, bad in ((_chain(same_input=True), ["elementwise_add"]), (empty, ["mul", "relu"])):
+        ops = list(pybackward.loads(data).global_block().ops)
+        got = grad_ops.op_templates(grad_ops.spec_made(ops), set())
+        assert sorted(op.type for _, vals, op in got if vals is None) == bad
+        for _, vals, op in got:
+            full = [*op.input_arg_names, *op.output_arg_names]
+            full += [a + "@GRAD" for a in full] + ["@EMPTY@"]
+            assert (vals is None) == (len(set(full)) != len(full)) and vals in (None, full)
+
