@@ -10,7 +10,7 @@ and declares each new var with its forward var's type, shape and dtype.
 """
 from __future__ import annotations
 
-from operator import is_, itemgetter
+from operator import attrgetter, is_
 from typing import Any, Callable, Sequence
 
 from ..base import attrs as _attrs
@@ -352,14 +352,9 @@ def _emit_bytes(block: Block, ops: Sequence[GradOp],
     block.desc.MergeFromString(b"".join(pieces))
     new_ops = block.ops
     for desc, (ins, outs, attrs) in zip(block.desc.ops[start:], views):
-        op = Operator(block, desc)
         # The view's caches, from what was just written (the later steps read
         # every new op's arguments; reading them back from the desc costs more).
-        op._in_args = ins
-        op._out_args = outs
-        if _SUB_BLOCK_BYTES not in attrs:
-            op._sub_block = None
-        new_ops.append(op)
+        new_ops.append(Operator(block, desc, None, False if _SUB_BLOCK_BYTES in attrs else None, ins, outs))
         if attrs_out is not None:
             attrs_out[id(desc)] = (desc, attrs)
 
@@ -446,8 +441,8 @@ class FlatRun:
         self.ops = ops
         self.views = block.ops[begin:]
         self.end = begin + len(self.views)
-        self.ins = [v._in_args for v in self.views]
-        self.outs = [v._out_args for v in self.views]
+        self.ins = list(map(_IN_ARGS, self.views))
+        self.outs = list(map(_OUT_ARGS, self.views))
 
     def usable(self, block: Block) -> bool:
         """The ops are those emitted, unedited: the same views, holding the
@@ -455,8 +450,11 @@ class FlatRun:
         drops them; reading the names again makes new ones)."""
         return (block is self.block and len(block.ops) == self.end and len(self.views) == len(self.ops)
                 and all(map(is_, block.ops[self.begin:], self.views))
-                and all(map(is_, [v._in_args for v in self.views], self.ins))
-                and all(map(is_, [v._out_args for v in self.views], self.outs)))
+                and all(map(is_, map(_IN_ARGS, self.views), self.ins))
+                and all(map(is_, map(_OUT_ARGS, self.views), self.outs)))
+
+
+_IN_ARGS, _OUT_ARGS = attrgetter("_in_args"), attrgetter("_out_args")
 
 
 def emit_flat(block: Block, ops: Sequence[FlatOp],
@@ -517,12 +515,10 @@ def emit_flat(block: Block, ops: Sequence[FlatOp],
     block.desc.MergeFromString(b"".join(pieces))
     new_ops = block.ops
     for desc, fo in zip(block.desc.ops[start:], ops):
-        op = Operator(block, desc, None, None)       # (FlatInfo.plain: no sub_block attr)
         names, info = fo.names, fo.info
         nin = info.nin
-        op._in_args = tuple(names[:nin])
-        op._out_args = tuple(names[nin:])
-        new_ops.append(op)
+        # (FlatInfo.plain: no sub_block attr; the argument caches from the names written)
+        new_ops.append(Operator(block, desc, None, None, tuple(names[:nin]), tuple(names[nin:])))
         if attrs_out is not None:
             attrs_out[id(desc)] = (desc, info.attrs)
 
@@ -667,30 +663,41 @@ def _declare_flat(block: Block, flat: FlatRun, created: dict, exists: Callable[[
     owner, no sub-blocks, no var-type syncs or sparse grads: `FlatInfo.plain`),
     reading each op's names from the walk instead of its view."""
     own = block.vars
-    grad_types = _GRAD_TYPES
-    i = flat.begin
+    # The grad types by the forward type's bytes, one dict per `sets_lod`:
+    # `_GRAD_TYPES`' entries this call uses, without a key tuple per var
+    # (the same templates: a miss asks `_grad_type`).
+    types: tuple[dict[bytes, pb.VarType], dict[bytes, pb.VarType]] = ({}, {})
+    source = block.program.source
+    i = flat.begin - 1
     for fo in flat.ops:
+        i += 1
         info, names = fo.info, fo.names
-        nin = info.nin
-        out_args = names[nin:]
+        out_args = names[info.nin:]
         if not out_args or (out_args[0] == EMPTY_VAR_NAME and all(n == EMPTY_VAR_NAME for n in out_args)):
             remove.append(i)
-            i += 1
             continue
-        grad_ins = [names[k] for k in info.gin]
-        if grad_ins and created.keys().isdisjoint(grad_ins) and not any(exists(n) for n in grad_ins):
-            remove.append(i)
-            i += 1
-            continue
+        gin = info.gin
+        if len(gin) == 1:
+            # (one grad input, the common case: isdisjoint and any() on it, without the list)
+            g = names[gin[0]]
+            if g not in created and not exists(g):
+                remove.append(i)
+                continue
+        elif gin:
+            grad_ins = [names[k] for k in gin]
+            if created.keys().isdisjoint(grad_ins) and not any(exists(n) for n in grad_ins):
+                remove.append(i)
+                continue
         for slot, a, b in info.trims:
             kept = [n for n in names[a:b] if exists(n) or n in out_args]
             if not kept:
-                raise PyBackwardError(f"{where(block.program.source, block.idx, i, info.type)}: after dropping "
+                raise PyBackwardError(f"{where(source, block.idx, i, info.type)}: after dropping "
                                       f"the gradients no op produced, slot '{slot}' is empty")
             if len(kept) != b - a:
                 block.ops[i].set_input(slot, kept)
         sets_lod = info.lod == 1 and (info.lod_range is None
                                       or all(exists(n) for n in names[info.lod_range[0]:info.lod_range[1]]))
+        got = types[sets_lod].get
         for name in out_args:
             if name == EMPTY_VAR_NAME:
                 continue
@@ -710,8 +717,11 @@ def _declare_flat(block: Block, flat: FlatRun, created: dict, exists: Callable[[
                         fwd_type = v.desc.type if v is not None else _FP32
                     else:
                         fwd_type = fwd.type
-                t = grad_types.get((fwd_type.SerializePartialToString(), sets_lod))
-                created[name] = NewVar(name, t if t is not None else _grad_type(fwd_type, sets_lod))
+                key = fwd_type.SerializePartialToString()
+                t = got(key)
+                if t is None:
+                    t = types[sets_lod][key] = _grad_type(fwd_type, sets_lod)
+                created[name] = NewVar(name, t)
                 fwd = grad_to_var.get(name, _UNSEEN)
                 if fwd is not _UNSEEN:
                     grad_info[fwd] = (name, block)
@@ -720,7 +730,6 @@ def _declare_flat(block: Block, flat: FlatRun, created: dict, exists: Callable[[
                 desc = created.get(name) or find_var_desc(block, name)
                 if desc is not None:
                     _set_lod_level(desc)
-        i += 1
 
 
 def _sync_empty_var(block: Block, op: Operator, in_slot: str, out_slot: str,
@@ -756,26 +765,28 @@ def _sync_empty_var(block: Block, op: Operator, in_slot: str, out_slot: str,
 def _append_vars_sorted(block: Block, new: list["NewVar | pb.VarDesc"]) -> None:
     """Add vars the way Paddle writes them: after the vars the file had, every
     var added since, sorted by name. They go in as wire bytes, parsed once
-    into the block (no standalone message per var, no copy of each)."""
+    into the block (no standalone message per var, no copy of each). Sorts
+    `new` in place (the caller's list of this call's vars)."""
     counts = block.program.loaded_var_counts
     keep = counts[block.idx] if block.idx < len(counts) else 0
-    added = [(v.name, v.SerializePartialToString()) for v in block.desc.vars[keep:]]
+    added = [_Wire(v.name, v.SerializePartialToString()) for v in block.desc.vars[keep:]]
     if added:
         del block.desc.vars[keep:]
+        new = added + new
+    # (a stable sort by name of the vars added since, then the new ones: the
+    # order of the rows sorted before, with each var's bytes made after it)
+    new.sort(key=_NAME)
     heads = _VAR_HEADS
-    rows = [(name, heads[len(data)] + data if len(data) < 0x80 else length_delimited(_VARS_TAG, data))
-            for name, data in added]
-    # Each NewVar's whole `vars` field in one join (NewVar.wire and the
-    # field's head, inline); its type field and the stop_gradient field
-    # after it made once per type object (the NewVars hold them: ids stay
-    # theirs for this call).
+    # Each NewVar's whole `vars` field as four pieces of the one join
+    # (NewVar.wire and the field's head, inline); its type field and the
+    # stop_gradient field after it made once per type object (the NewVars
+    # hold them: ids stay theirs for this call).
     fields, names = _TYPE_FIELDS, _NAME_HEADS
     tails: dict[int, bytes] = {}
-    join = b"".join
+    pieces: list[bytes] = []
     for v in new:
         if type(v) is NewVar:
-            name = v.name
-            e = name.encode()
+            e = v.name.encode()
             n = len(e)
             t = tails.get(id(v.type))
             if t is None:
@@ -785,17 +796,30 @@ def _append_vars_sorted(block: Block, new: list["NewVar | pb.VarDesc"]) -> None:
                 t = tails[id(v.type)] = t + b"\x30\x00"
             size = 2 + n + len(t)
             if size < 0x80:
-                rows.append((name, join((heads[size], names[n], e, t))))
+                pieces += (heads[size], names[n], e, t)
             else:
                 data = (names[n] if n < 0x80 else length_delimited(0x0A, b"", n)) + e + t
-                rows.append((name, length_delimited(_VARS_TAG, data)))
+                pieces.append(length_delimited(_VARS_TAG, data))
         else:
-            data = v.SerializePartialToString()
-            rows.append((v.name, heads[len(data)] + data if len(data) < 0x80
-                         else length_delimited(_VARS_TAG, data)))
-    rows.sort(key=itemgetter(0))
-    block.desc.MergeFromString(join([data for _, data in rows]))
-    block.reindex_vars(keep)
+            data = v.data if type(v) is _Wire else v.SerializePartialToString()
+            pieces.append(heads[len(data)] + data if len(data) < 0x80 else length_delimited(_VARS_TAG, data))
+    block.desc.MergeFromString(b"".join(pieces))
+    # (each var's name as written above: the names of desc.vars[keep:], in order)
+    block.reindex_vars(keep, list(map(_NAME, new)))
+
+
+class _Wire:
+    """A var's name and its VarDesc's wire bytes (a var added before the pass
+    wrote its own, taken out and put back in sorted position)."""
+
+    __slots__ = ("name", "data")
+
+    def __init__(self, name: str, data: bytes):
+        self.name = name
+        self.data = data
+
+
+_NAME = attrgetter("name")
 
 
 _VARS_TAG = 0x1A                     # BlockDesc.vars: field 3, length-delimited

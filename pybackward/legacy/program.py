@@ -9,6 +9,7 @@ creation) and keeps it up to date through its own builders; code that edits
 from __future__ import annotations
 
 from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from ..base import attrs as _attrs
@@ -121,6 +122,7 @@ def _all_args(slots: Sequence[pb.OpDesc.Var]) -> tuple[str, ...]:
 #: An op's slots as `Operator.slot_records` gives them: (inputs, outputs),
 #: each [(slot name, [argument, ...]), ...] in file order.
 SlotRecords = tuple[list[tuple[str, list[str]]], list[tuple[str, list[str]]]]
+_NAME = attrgetter("name")
 
 
 class Operator:
@@ -133,14 +135,17 @@ class Operator:
     __slots__ = ("block", "desc", "_in_args", "_out_args", "_sub_block", "_slots")
 
     def __init__(self, block: "Block", desc: pb.OpDesc, slots: "SlotRecords | None" = None,
-                 sub_block: int | None | bool = False) -> None:
+                 sub_block: int | None | bool = False, in_args: tuple[str, ...] | None = None,
+                 out_args: tuple[str, ...] | None = None) -> None:
         """`slots` / `sub_block`: what the loader's validation read (the
         records `slot_records` gives; None when the op has no sub-block), so
-        that the view need not read them again."""
+        that the view need not read them again. `in_args` / `out_args`: the
+        argument names of all input / output slots in order, when the caller
+        just wrote `desc` from them (`input_arg_names` / `output_arg_names`)."""
         self.block = block
         self.desc = desc
-        self._in_args: tuple[str, ...] | None = None
-        self._out_args: tuple[str, ...] | None = None
+        self._in_args: tuple[str, ...] | None = in_args
+        self._out_args: tuple[str, ...] | None = out_args
         self._sub_block: int | None | bool = sub_block  # False: not looked up yet
         self._slots: SlotRecords | None = slots
 
@@ -431,12 +436,15 @@ class Block:
                 self._vars.setdefault(v.name, Variable(self, v))
         self.ops: list[Operator] = [Operator(self, d) for d in self.desc.ops]
 
-    def reindex_vars(self, start: int) -> None:
+    def reindex_vars(self, start: int, names: Sequence[str] | None = None) -> None:
         """Re-point the var index at `desc.vars[start:]` (after they were rewritten),
-        keeping the index in file order."""
+        keeping the index in file order. `names`: those vars' names, in order,
+        when the caller just wrote them (not read back from the descs)."""
         old = self._vars
         new = dict(old) if len(old) == start else dict(list(old.items())[:start])   # (a new dict, as before)
-        new.update({v.name: Variable(self, v) for v in self.desc.vars[start:]})
+        descs = self.desc.vars[start:]
+        # (the names and views made in C loops: the same entries, in the same order)
+        new.update(zip(map(_NAME, descs) if names is None else names, map(Variable, repeat(self), descs)))
         self._vars = new
 
     @property

@@ -168,8 +168,8 @@ class Block(_Block):
         super().sync()
         self._adopt()
 
-    def reindex_vars(self, start: int) -> None:
-        super().reindex_vars(start)
+    def reindex_vars(self, start: int, names: Sequence[str] | None = None) -> None:
+        super().reindex_vars(start, names)
         self._adopt()
 
     def create_var_like(self, name: str, like: _Variable, **overrides: Any) -> Variable:
