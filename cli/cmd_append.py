@@ -2,6 +2,7 @@
 (`--out-dir`), and the comparison with a golden program (`--expect`)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -130,12 +131,19 @@ def append(loss, parameters, no_grad, aggregation, checkpoints, memory_budget, b
 
     def compute(prog, progress=None):
         from pybackward.backward.guards import refuse_existing_backward
+        from pybackward.backward.steps import all_or_nothing
+        # Without checkpoints, the copy the pass keeps to restore the program if it fails is
+        # taken here, once: the guard reads its bytes (three counts in C, not every op's attrs),
+        # and the pass's own `all_or_nothing` opens inside this one (nothing changes the
+        # program in between) and takes none.
+        saved = prog.desc.SerializePartialToString() if checkpoints is None else None
         if not force:
-            refuse_existing_backward(prog)
-        pairs, used[id(prog)] = append_with_checkpoints(
-            prog, resolve_loss(prog, loss), checkpoints, memory_budget, batch, progress=progress,
-            parameter_list=list(parameters) or None, no_grad_set=set(no_grad) or None, aggregation=aggregation,
-            paddle_exact=paddle_exact)
+            refuse_existing_backward(prog, data=saved)
+        with all_or_nothing(prog, saved) if saved is not None else contextlib.nullcontext():
+            pairs, used[id(prog)] = append_with_checkpoints(
+                prog, resolve_loss(prog, loss), checkpoints, memory_budget, batch, progress=progress,
+                parameter_list=list(parameters) or None, no_grad_set=set(no_grad) or None,
+                aggregation=aggregation, paddle_exact=paddle_exact)
         if verify:
             from pybackward.backward.verify import check_backward
             check_backward(prog)

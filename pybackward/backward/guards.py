@@ -36,8 +36,10 @@ from ..base import dtypes
 from ..base.errors import ArgumentError, ProgramFileError, where
 from ..legacy.program import OP_ROLE_ATTR, OP_ROLE_BACKWARD, Block, Program, Variable
 from ..legacy.names import EMPTY_VAR_NAME, GRAD_SUFFIX
+from ..legacy.wire import length_delimited
 
 _DENSE = dtypes.VarType.DENSE_TENSOR
+_INT = _attrs.AttrType.INT
 _INPUT_NAMES = attrgetter("input_arg_names")
 _OUTPUT_NAMES = attrgetter("output_arg_names")
 
@@ -113,24 +115,34 @@ def _find(program: Program, name: str) -> Variable | None:
     return None
 
 
-def existing_backward(program: Program) -> str | None:
+def existing_backward(program: Program, data: bytes | None = None) -> str | None:
     """Where the program already has a backward section, in words (None if
     it has none): the first op whose op_role has the backward bit, else the
-    first var named like a gradient."""
+    first var named like a gradient. `data`: the bytes of `program.desc`
+    now (`SerializePartialToString`), if the caller has them: where they
+    show no backward role the ops need not be read one by one."""
+    if data is not None and _forward_roles_only(data):
+        return _gradient_var(program)
     # op_role stands near the end of an op's attrs (they are sorted): read
     # from the end, which finds the same attr on every op that names it once
     # (a loaded program knows the ops that name an attr twice; for those,
     # and for programs built in memory, the first one counts, as in `attr`).
     known = program.repeated_attr_ops
     twice = None if known is None else {id(op.desc) for op in known}
+    at_end: dict[str, int] = {}
     for b in program.blocks:
         for i, op in enumerate(b.ops):
-            if twice is None or id(op.desc) in twice:
+            d = op.desc
+            if twice is None or (twice and id(d) in twice):
                 role = op.attr(OP_ROLE_ATTR, 0)
             else:
-                role = _last_attr(op.desc, OP_ROLE_ATTR, 0)
+                role = _only_attr(d, OP_ROLE_ATTR, 0, at_end)
             if isinstance(role, int) and role & OP_ROLE_BACKWARD:
                 return f"{where(None, b.idx, i, op.type)} has op_role {role} (backward)"
+    return _gradient_var(program)
+
+
+def _gradient_var(program: Program) -> str | None:
     for b in program.blocks:
         for name in b.vars:
             if GRAD_SUFFIX in name:
@@ -138,17 +150,55 @@ def existing_backward(program: Program) -> str | None:
     return None
 
 
-def _last_attr(desc, name: str, default):
-    """The decoded value of the last attr called `name` (`default` if none)."""
-    for a in reversed(desc.attrs):
-        if a.name == name:
-            return _attrs.decode(a)
-    return default
+#: An op_role attr's name on the wire (Attr.name = 1).
+_ROLE_NAME = length_delimited(0x0A, OP_ROLE_ATTR.encode())
+#: Whole op_role attrs with a role a forward program holds, as protobuf writes
+#: them in an OpDesc (attrs = 4, length-delimited: name; type = 2: INT;
+#: i = 3): 0 (forward) and 256 (loss). Neither has the backward bit.
+_FORWARD_ROLE_ATTRS = tuple(length_delimited(0x22, _ROLE_NAME + b"\x10\x00\x18" + role)
+                            for role in (b"\x00", b"\x80\x02"))
 
 
-def refuse_existing_backward(program: Program, advice: str = "pass --force to append anyway") -> None:
-    """Raise ArgumentError if the program already has a backward section."""
-    found = existing_backward(program)
+def _forward_roles_only(data: bytes) -> bool:
+    """Whether no op in a program desc's bytes has an op_role with the
+    backward bit, by three counts in C: every op_role name in them stands in
+    one of `_FORWARD_ROLE_ATTRS`. Exact: protobuf writes an Attr's name
+    first (fields in number order, unknown ones last), so the bytes before
+    an attr's name are its length (one byte: the byte before it, 0x22, is
+    no varint continuation) - the attr ends where the pattern does: named
+    op_role, an INT, holding 0 or 256. The patterns cannot overlap (one
+    0x22 each), each holds one name, so equal counts put every name in
+    one. A name anywhere else (another role, a string that holds it) only
+    makes the counts differ: False, and the ops are read one by one."""
+    return data.count(_ROLE_NAME) == sum(map(data.count, _FORWARD_ROLE_ATTRS))
+
+
+def _only_attr(desc, name: str, default, at_end: dict[str, int]):
+    """The decoded value of the attr called `name` on an op that names every
+    attr once (`default` if none). Looked for first where it stood on the
+    last op of the same type (`at_end`: type -> index from the end, filled
+    here): ops of one type mostly list the same attrs, and on an op that
+    names every attr once an attr found anywhere is the one (so a guess that
+    misses only costs the scan from the end, which the other ops take)."""
+    attrs = desc.attrs
+    k = at_end.get(desc.type)
+    a = attrs[k] if k is not None and -k <= len(attrs) else None
+    if a is None or a.name != name:
+        for k in range(-1, -len(attrs) - 1, -1):
+            a = attrs[k]
+            if a.name == name:
+                at_end[desc.type] = k
+                break
+        else:
+            return default
+    return a.i if a.type == _INT else _attrs.decode(a)     # (`decode`, inlined for an INT)
+
+
+def refuse_existing_backward(program: Program, advice: str = "pass --force to append anyway",
+                             data: bytes | None = None) -> None:
+    """Raise ArgumentError if the program already has a backward section
+    (`data`: as `existing_backward`'s)."""
+    found = existing_backward(program, data)
     if found is not None:
         raise ArgumentError(f"{program.source or '<program>'}: already has a backward section ({found}); "
                             "a second one appended to a program read from a file gets wrongly declared "

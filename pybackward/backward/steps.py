@@ -41,18 +41,33 @@ def loss_op(loss: Variable) -> Operator:
                         "the loss is produced by no op (a program input or parameter?)")
 
 
+#: The programs (by id) an `all_or_nothing` is open on.
+_restoring: set[int] = set()
+
+
 @contextlib.contextmanager
-def all_or_nothing(program: Program) -> Iterator[None]:
+def all_or_nothing(program: Program, saved: bytes | None = None) -> Iterator[None]:
     """Restore the program exactly if the body raises.
 
-    The cyclic garbage collector is paused meanwhile (see `_gc.py`).
+    `saved`: the bytes of `program.desc` now (`SerializePartialToString`),
+    if the caller has them. Inside another `all_or_nothing` of the same
+    program it takes no copy of its own: the exception it would restore on
+    goes on into the outer one, which restores the program as it stood when
+    that opened (the caller takes care that nothing changes it in between,
+    as `cli append` does: it reads its own copy for the backward guard). The
+    cyclic garbage collector is paused meanwhile (see `_gc.py`).
     """
+    if id(program) in _restoring:
+        yield
+        return
     pause = paused_gc()
     pause.__enter__()
     # Kept as bytes: a few times smaller than a parsed copy of the program.
-    saved = program.desc.SerializePartialToString()
+    if saved is None:
+        saved = program.desc.SerializePartialToString()
     times = program.appending_grad_times
     counters = dict(program.__dict__.get("_unique_counters", {}))
+    _restoring.add(id(program))
     try:
         yield
     except BaseException:
@@ -63,6 +78,7 @@ def all_or_nothing(program: Program) -> Iterator[None]:
         program.rebind()
         raise
     finally:
+        _restoring.discard(id(program))
         pause.__exit__(None, None, None)
 
 
