@@ -82,12 +82,20 @@ def _model_variants():
     return out
 
 
+def _model_both_ways(name: str, variant: str = "default", options: bool = False):
+    """`both_ways` on a model of testdata/models with its case's loss (and,
+    with `options`, its parameter_list and no_grad_set)."""
+    spec = json.loads((MODELS / name / "case.json").read_text())["variants"][variant]
+    kwargs = {}
+    if options:
+        kwargs = {"parameter_list": spec["parameter_list"],
+                  "no_grad_set": set(spec["no_grad_set"]) if spec["no_grad_set"] else None}
+    return both_ways(lambda: pybackward.load(MODELS / name / "forward.pb"), _append(spec["loss"], **kwargs))
+
+
 @pytest.mark.parametrize("name,variant", _model_variants(), ids=lambda x: x)
 def test_models_both_ways(name, variant):
-    spec = json.loads((MODELS / name / "case.json").read_text())["variants"][variant]
-    ngs = set(spec["no_grad_set"]) if spec["no_grad_set"] else None
-    on, off, _ = both_ways(lambda: pybackward.load(MODELS / name / "forward.pb"),
-                           _append(spec["loss"], parameter_list=spec["parameter_list"], no_grad_set=ngs))
+    on, off, _ = _model_both_ways(name, variant, options=True)
     assert on[1] == off[1]
     assert on[0] == off[0]
 
@@ -96,14 +104,11 @@ def test_models_walk_where_expected():
     """The straight-line models (one block, spec-made grads) take the walk."""
     walked = []
     for name in ("lenet", "alexnet_train", "vgg11_bn_train", "mobilenet_v1"):
-        spec = json.loads((MODELS / name / "case.json").read_text())["variants"]["default"]
-        _, _, n = both_ways(lambda: pybackward.load(MODELS / name / "forward.pb"), _append(spec["loss"]))
-        walked.append(n)
+        walked.append(_model_both_ways(name)[2])
     assert sum(walked) >= 1, walked
     # ... and a model with control flow does not
     before = _walks()
-    spec = json.loads((MODELS / "seq2seq_while" / "case.json").read_text())["variants"]["default"]
-    both_ways(lambda: pybackward.load(MODELS / "seq2seq_while" / "forward.pb"), _append(spec["loss"]))
+    _model_both_ways("seq2seq_while")
     assert _walks() == before
 
 
@@ -368,10 +373,8 @@ def test_declines_second_pass():
 
 
 def test_declines_sub_block():
-    spec = json.loads((MODELS / "seq2seq_while" / "case.json").read_text())["variants"]["default"]
     before = _declines("sub-block")
-    on, off, walked = both_ways(lambda: pybackward.load(MODELS / "seq2seq_while" / "forward.pb"),
-                                _append(spec["loss"]))
+    on, off, walked = _model_both_ways("seq2seq_while")
     assert on == off and walked == 0
     assert _declines("sub-block") == before + 1
 
@@ -504,10 +507,8 @@ def test_long_names_and_large_ops():
 
 def test_declines_a_template_it_cannot_take():
     """text_cnn: a grad op the walk's steps do not cover (`_prepare` False)."""
-    spec = json.loads((MODELS / "text_cnn" / "case.json").read_text())["variants"]["default"]
     before = _declines("template")
-    on, off, walked = both_ways(lambda: pybackward.load(MODELS / "text_cnn" / "forward.pb"),
-                                _append(spec["loss"]))
+    on, off, walked = _model_both_ways("text_cnn")
     assert on == off and walked == 0
     assert _declines("template") == before + 1
 
